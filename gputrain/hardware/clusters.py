@@ -1,0 +1,156 @@
+"""Slurm cluster profiles: the site facts a recipe does not know (partition, GRES spelling, set-up lines).
+
+Built-ins ``supercloud`` and ``testbed`` ship here; users add their own in
+``~/.config/gputrain/clusters.yaml`` (or the file named by ``$GPUTRAIN_CONFIG``) as a mapping
+``name -> profile``. A user profile with a built-in's name replaces it. Example::
+
+    mylab:
+      gpu: A100-80GB
+      gpus_per_node: 4
+      gres_style: plain
+      partition: gpu
+      setup: ["module load cuda/12.1"]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gputrain.errors import ClusterError
+
+GresStyle = Literal["typed", "plain", "gpus-per-node"]
+_TIME_RE = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+
+
+class ClusterProfile(BaseModel):
+    """One Slurm site. Values are rendered shell-quoted into ``#SBATCH`` lines; nothing here is a secret."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    gpu: str | None = Field(None, description="canonical catalog GPU name, e.g. V100-32GB")
+    gpus_per_node: int = Field(1, ge=0)
+    gres_type: str | None = None
+    gres_style: GresStyle = "typed"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    memory_gb: int | None = Field(None, ge=1)
+    max_time: str | None = "12:00:00"
+    cpus_per_gpu: int | None = Field(None, ge=1)
+    setup: list[str] = Field(default_factory=list)
+    sbatch_extra: list[str] = Field(default_factory=list)
+    signal_seconds: int = Field(120, ge=0)
+    max_requeues: int = Field(3, ge=0)
+
+    @field_validator("max_time")
+    @classmethod
+    def _check_time(cls, value: str | None) -> str | None:
+        if value is not None and not _TIME_RE.match(value):
+            raise ValueError(f"max_time {value!r} is not HH:MM:SS (or D-HH:MM:SS)")
+        return value
+
+    def gres_option(self, gpus: int) -> str | None:
+        """The sbatch option asking for ``gpus`` GPUs per node in this site's spelling (None: no GPUs)."""
+        if gpus <= 0:
+            return None
+        if self.gres_style == "gpus-per-node":
+            kind = f"{self.gres_type}:" if self.gres_type else ""
+            return f"--gpus-per-node={kind}{gpus}"
+        if self.gres_style == "typed" and self.gres_type:
+            return f"--gres=gpu:{self.gres_type}:{gpus}"
+        return f"--gres=gpu:{gpus}"
+
+
+BUILTIN_CLUSTERS: dict[str, dict[str, Any]] = {
+    "supercloud": {
+        "description": "MIT SuperCloud: Xeon nodes with 2x V100-32GB each (gpu:volta:2)",
+        "gpu": "V100-32GB",
+        "gpus_per_node": 2,
+        "gres_type": "volta",
+        "gres_style": "typed",
+        "memory_gb": 64,
+        "max_time": "12:00:00",
+        "cpus_per_gpu": 20,
+        "setup": ["source /etc/profile", "module load anaconda/2023b"],
+        "signal_seconds": 120,
+        "max_requeues": 3,
+    },
+    "testbed": {
+        "description": "local 2-node Slurm testbed (scripts/slurm-testbed up), fake gpu:volta:2 per node",
+        "gpu": "V100-32GB",
+        "gpus_per_node": 2,
+        "gres_type": "volta",
+        "gres_style": "typed",
+        "partition": "debug",
+        "memory_gb": 1,
+        "max_time": "00:30:00",
+        "cpus_per_gpu": 1,
+        "signal_seconds": 30,
+        "max_requeues": 2,
+    },
+}
+
+
+def config_path() -> Path:
+    """Where user profiles live: ``$GPUTRAIN_CONFIG`` or ``~/.config/gputrain/clusters.yaml``."""
+    env = os.environ.get("GPUTRAIN_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return Path("~/.config/gputrain/clusters.yaml").expanduser()
+
+
+def _user_profiles() -> dict[str, dict[str, Any]]:
+    path = config_path()
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClusterError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ClusterError(f"{path}: expected a mapping of cluster name -> profile mapping")
+    return {str(k): v for k, v in data.items()}
+
+
+def _build(name: str, raw: dict[str, Any], source: str) -> ClusterProfile:
+    try:
+        return ClusterProfile(**{**raw, "name": name})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "profile"
+        raise ClusterError(f"{source}: cluster {name!r}: {where}: {err['msg']}") from None
+
+
+def _all_raw() -> dict[str, tuple[dict[str, Any], str]]:
+    merged: dict[str, tuple[dict[str, Any], str]] = {k: (v, "built-in") for k, v in BUILTIN_CLUSTERS.items()}
+    for name, raw in _user_profiles().items():
+        merged[name] = (raw, str(config_path()))
+    return merged
+
+
+def list_clusters() -> list[ClusterProfile]:
+    """All known profiles, built-ins first (user file may override them), sorted by name within each."""
+    return [_build(name, raw, src) for name, (raw, src) in sorted(_all_raw().items())]
+
+
+def load_cluster(name: str) -> ClusterProfile:
+    """The profile called ``name``; unknown names raise :class:`ClusterError` listing the known ones."""
+    known = _all_raw()
+    if name not in known:
+        names = ", ".join(sorted(known))
+        raise ClusterError(
+            f"unknown cluster {name!r}; known clusters: {names} (add your own in {config_path()})"
+        )
+    raw, src = known[name]
+    return _build(name, raw, src)
