@@ -1,0 +1,90 @@
+"""``algorithm:`` settings shared by the GRPO-family entrypoints (grpo_code, grpo_math, gdpo).
+
+One model for all three because they run one core (``gputrain.train.grpo``): a field means the same thing
+in every recipe. Batch vocabulary follows verl's, which the B200 GDPO table is written in:
+
+- ``train_batch_size``: prompts per rollout step, whole job (each prompt is sampled ``num_generations``
+  times, so a step scores ``train_batch_size × num_generations`` completions);
+- ``ppo_mini_batch_size``: prompts per optimizer update, whole job (``train_batch_size /
+  ppo_mini_batch_size`` updates per rollout, times ``num_iterations``);
+- ``train.batch_size`` (recipe's train section): completions per forward/backward on one GPU (micro-batch).
+
+Left at null, ``train_batch_size`` is one micro-batch of completions per rank turned into prompts
+(``world × max(1, train.batch_size // num_generations)``) and ``ppo_mini_batch_size`` equals it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class GRPOAlgorithm(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Sampling
+    num_generations: int = Field(default=8, ge=2, description="group size G: completions per prompt")
+    temperature: float = Field(default=1.0, gt=0, description="sampling temperature (also scales log-probs)")
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int | None = Field(default=None, gt=0)
+    max_prompt_length: int = Field(default=512, gt=0, description="prompts cut to this many tokens")
+    max_completion_length: int = Field(default=256, gt=0, description="new tokens per completion")
+    rollout_engine: Literal["auto", "hf", "vllm"] = Field(
+        default="auto", description="auto: vLLM when installed and on a GPU, else HF generate"
+    )
+
+    # Batches (see module docstring)
+    train_batch_size: int | None = Field(default=None, gt=0, description="prompts per rollout step, global")
+    ppo_mini_batch_size: int | None = Field(default=None, gt=0, description="prompts per update, global")
+    num_iterations: int = Field(default=1, gt=0, description="passes over each rollout batch (μ)")
+
+    # Objective
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field(
+        default="dapo",
+        description="grpo: mean per sequence then over sequences; bnpo: token mean per micro-batch; "
+        "dr_grpo: sum / (sequences × max_completion_length); dapo: token mean over the whole update",
+    )
+    beta: float = Field(default=0.04, ge=0, description="weight of the k3 KL to the reference (0: none)")
+    epsilon_low: float = Field(default=0.2, gt=0, lt=1, description="ratio clip below: 1 - epsilon_low")
+    epsilon_high: float = Field(default=0.2, gt=0, description="clip above: 1 + epsilon_high (DAPO 0.28)")
+    mask_truncated_completions: bool = Field(
+        default=False, description="drop completions that hit max_completion_length from the loss"
+    )
+
+    # Rewards and advantages
+    rewards: list[str] = Field(
+        default_factory=list, description="reward components by name (entrypoint default when empty)"
+    )
+    reward_weights: list[float] | None = Field(default=None, description="one weight per reward component")
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
+        default="sum_then_normalize", description="normalize_then_sum is GDPO"
+    )
+    length_budget: int | None = Field(default=None, gt=0, description="token budget of a length reward")
+
+    # Code reward (grpo_code)
+    all_or_nothing: bool = Field(default=False, description="code reward 1 only when every assert passes")
+    sandbox_workers: int | None = Field(default=None, gt=0, description="sandboxed programs at once, per rank")
+    sandbox_timeout_s: float = Field(default=5.0, gt=0, description="wall-clock limit per program")
+
+    # Evaluation (rank 0 only)
+    eval_samples: int = Field(default=64, ge=0, description="held-out problems per evaluation (0: none)")
+    eval_temperature: float = Field(default=0.0, ge=0, description="0 means greedy decoding")
+    eval_max_new_tokens: int | None = Field(default=None, gt=0, description="default: max_completion_length")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GRPOAlgorithm:
+        if self.reward_weights is not None and self.rewards and len(self.reward_weights) != len(self.rewards):
+            raise ValueError(
+                f"reward_weights has {len(self.reward_weights)} values for {len(self.rewards)} rewards"
+            )
+        if self.train_batch_size is not None and self.ppo_mini_batch_size is not None:
+            if self.ppo_mini_batch_size > self.train_batch_size:
+                raise ValueError("ppo_mini_batch_size cannot exceed train_batch_size")
+            if self.train_batch_size % self.ppo_mini_batch_size:
+                raise ValueError(
+                    f"train_batch_size {self.train_batch_size} is not a multiple of "
+                    f"ppo_mini_batch_size {self.ppo_mini_batch_size}"
+                )
+        return self
