@@ -65,7 +65,7 @@ class GRPOAlgorithm(BaseModel):
 
     # Code reward (grpo_code)
     all_or_nothing: bool = Field(default=False, description="code reward 1 only when every assert passes")
-    sandbox_workers: int | None = Field(default=None, gt=0, description="sandboxed programs at once, per rank")
+    sandbox_workers: int | None = Field(default=None, gt=0, description="programs run at once per rank")
     sandbox_timeout_s: float = Field(default=5.0, gt=0, description="wall-clock limit per program")
 
     # Evaluation (rank 0 only)
