@@ -1,0 +1,261 @@
+"""Load a recipe from YAML with positions, so every error can say file:line:column.
+
+The YAML is composed into nodes (which carry marks) rather than loaded straight to dicts; alongside the
+data we keep a map from each dotted path to where it was written. ``extends:`` merges a base recipe under
+this one, ``--set a.b=v`` overrides go on top, and a profile merged by the planner keeps the positions of
+its own lines — so a bad value is always reported where the user wrote it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gputrain.errors import RecipeError
+from gputrain.recipe.schema import Recipe, algorithm_model
+
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass
+class RecipeSource:
+    """Raw recipe data plus where each value came from."""
+
+    path: Path
+    data: dict[str, Any]
+    marks: dict[Key, Location] = field(default_factory=dict)
+
+    def where(self, key: Key) -> str:
+        for n in range(len(key), -1, -1):
+            loc = self.marks.get(key[:n])
+            if loc is not None:
+                return str(loc)
+        return str(self.path)
+
+
+def _loader_class() -> type[yaml.SafeLoader]:
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+_SCALARS = yaml.constructor.SafeConstructor()
+
+
+def _node_to_data(node: yaml.Node, key: Key, marks: dict[Key, Location], file: str) -> Any:
+    marks[key] = Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(name, str) or name == "<<":
+                loc = Location(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                raise RecipeError(f"{loc}: mapping keys must be plain names")
+            if name in out:
+                loc = Location(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                raise RecipeError(f"{loc}: duplicate key {'.'.join((*key, name))!r}")
+            out[name] = _node_to_data(value_node, (*key, name), marks, file)
+            marks[(*key, name)] = Location(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_node_to_data(item, (*key, str(i)), marks, file) for i, item in enumerate(node.value)]
+    return _SCALARS.construct_object(node, deep=True)
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, dict[Key, Location]]:
+    """YAML text → (data, marks); syntax errors become one-line RecipeErrors."""
+    try:
+        node = yaml.compose(text, Loader=_loader_class())
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
+        raise RecipeError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{file}: invalid YAML: {exc}") from None
+    marks: dict[Key, Location] = {}
+    if node is None:
+        return None, marks
+    return _node_to_data(node, (), marks, file), marks
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_source(path: str | Path, _seen: tuple[Path, ...] = ()) -> RecipeSource:
+    """Read a recipe file (following ``extends:``) without validating it."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: recipe file not found")
+    resolved = path.resolve()
+    if resolved in _seen:
+        raise RecipeError(f"{path}: extends loop: {' -> '.join(str(p) for p in (*_seen, resolved))}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"{path}: cannot read recipe: {exc}") from None
+    data, marks = parse_yaml(text, str(path))
+    if data is None:
+        raise RecipeError(f"{path}:1:1: the recipe is empty")
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}:1:1: a recipe must be a mapping of sections, got {type(data).__name__}")
+    parent = data.pop("extends", None)
+    if parent is None:
+        return RecipeSource(path, data, marks)
+    if not isinstance(parent, str):
+        raise RecipeError(f"{marks[('extends',)]}: extends must be a file name")
+    base = load_source(path.parent / parent, (*_seen, resolved))
+    merged_marks = dict(base.marks)
+    merged_marks.update({k: v for k, v in marks.items() if k != ("extends",)})
+    return RecipeSource(path, deep_merge(base.data, data), merged_marks)
+
+
+def apply_overrides(source: RecipeSource, overrides: Iterable[str]) -> RecipeSource:
+    """Apply ``--set a.b=value`` overrides; values are parsed as YAML, strings kept for string fields."""
+    data = source.data
+    marks = dict(source.marks)
+    for text in overrides:
+        dotted, sep, raw = text.partition("=")
+        key = tuple(part for part in dotted.strip().split("."))
+        if not sep or not dotted.strip() or any(not part for part in key):
+            raise RecipeError(f"--set {text!r}: expected a.b.c=value")
+        value = _parse_override_value(key, raw, data)
+        data = deep_merge(data, _nest(key, value))
+        where = Location(f"--set {text}", 1, 1)
+        for n in range(1, len(key) + 1):
+            marks[key[:n]] = where
+    return RecipeSource(source.path, data, marks)
+
+
+def _nest(key: Key, value: Any) -> dict[str, Any]:
+    for part in reversed(key):
+        value = {part: value}
+    return value  # type: ignore[no-any-return]
+
+
+def _parse_override_value(key: Key, raw: str, data: Mapping[str, Any]) -> Any:
+    if _field_is_string(key, data):
+        return raw
+    try:
+        return yaml.load(raw, Loader=_loader_class()) if raw.strip() else None
+    except yaml.YAMLError:
+        return raw
+
+
+def _field_is_string(key: Key, data: Mapping[str, Any]) -> bool:
+    model: Any = Recipe
+    parts = list(key)
+    if parts and parts[0] == "algorithm":
+        entry = data.get("entrypoint")
+        try:
+            model = algorithm_model(entry) if isinstance(entry, str) else None
+        except (KeyError, ImportError):
+            model = None
+        parts = parts[1:]
+    for i, part in enumerate(parts):
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return False
+        info = model.model_fields.get(part)
+        if info is None:
+            return False
+        annotation = info.annotation
+        if i == len(parts) - 1:
+            return _is_str_annotation(annotation)
+        model = _unwrap_model(annotation)
+    return False
+
+
+def _is_str_annotation(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args == [str]
+    return False
+
+
+def _unwrap_model(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if models else None
+    return annotation
+
+
+def validate_source(source: RecipeSource) -> Recipe:
+    """Validate raw data into a :class:`Recipe`; the first problem becomes a one-line RecipeError."""
+    try:
+        recipe = Recipe.model_validate(source.data)
+    except ValidationError as exc:
+        raise _as_recipe_error(exc, source, Recipe, ()) from None
+    try:
+        algo_cls = algorithm_model(recipe.entrypoint)
+    except ImportError as exc:
+        where = source.where(("entrypoint",))
+        raise RecipeError(f"{where}: entrypoint {recipe.entrypoint!r} is not installed ({exc})") from None
+    try:
+        algo = algo_cls.model_validate(recipe.algorithm)
+    except ValidationError as exc:
+        raise _as_recipe_error(exc, source, algo_cls, ("algorithm",)) from None
+    recipe.algorithm = algo.model_dump(mode="json")
+    return recipe
+
+
+def load_recipe(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Recipe, RecipeSource]:
+    source = apply_overrides(load_source(path), overrides)
+    return validate_source(source), source
+
+
+def _as_recipe_error(exc: ValidationError, source: RecipeSource, model: type[BaseModel], prefix: Key) -> RecipeError:
+    errors = exc.errors()
+    first = errors[0]
+    loc = tuple(str(p) for p in first["loc"])
+    key = (*prefix, *loc)
+    dotted = ".".join(key) or "(recipe)"
+    if first["type"] == "extra_forbidden":
+        hint = _did_you_mean(model, loc)
+        message = f"unknown key {dotted!r}{hint}"
+    elif first["type"] == "missing":
+        message = f"missing required field {dotted!r}"
+    else:
+        message = f"{dotted}: {first['msg']}"
+        if "input" in first and not isinstance(first["input"], dict | list):
+            message += f" (got {first['input']!r})"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return RecipeError(f"{source.where(key)}: {message}{more}")
+
+
+def _did_you_mean(model: type[BaseModel], loc: Key) -> str:
+    current: Any = model
+    for part in loc[:-1]:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return ""
+        info = current.model_fields.get(part)
+        current = _unwrap_model(info.annotation) if info else None
+    if not (isinstance(current, type) and issubclass(current, BaseModel)):
+        return ""
+    close = difflib.get_close_matches(loc[-1], list(current.model_fields), n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; allowed: {', '.join(current.model_fields)}"

@@ -1,0 +1,185 @@
+"""The recipe schema: what a YAML training recipe may say, checked strictly.
+
+Every model forbids unknown keys, so a typo (``batch_sise``) is an error with a hint instead of a silently
+ignored setting. The ``algorithm`` section differs per entrypoint; it is validated by the model that
+``gputrain.recipe.entrypoints`` names for the recipe's entrypoint and stored back with its defaults filled.
+``profiles`` hold partial recipes; they are checked in full only after the planner merges one in.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gputrain.recipe.entrypoints import ENTRYPOINTS
+
+_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelSpec(Strict):
+    name: str = Field(description="Hugging Face id or built-in architecture name")
+    size: str | None = Field(default=None, description="size label such as '1.5B', used to pick presets")
+    params: float | None = Field(default=None, gt=0, description="parameter count, for estimates")
+    hidden_size: int | None = Field(default=None, gt=0)
+    num_layers: int | None = Field(default=None, gt=0)
+    num_heads: int | None = Field(default=None, gt=0)
+    vocab_size: int | None = Field(default=None, gt=0)
+    seq_len: int | None = Field(default=None, gt=0, description="tokens per sample")
+
+
+class DataSpec(Strict):
+    source: str = Field(default="generated", description="'generated', a local path, or a hub dataset name")
+    format: Literal["auto", "json", "jsonl", "parquet", "generated"] = "auto"
+    train_size: int | None = Field(default=None, gt=0)
+    val_size: int | None = Field(default=None, ge=0)
+    split: str | None = None
+
+
+class TrainSpec(Strict):
+    batch_size: int = Field(gt=0, description="micro-batch per GPU")
+    grad_accum: int = Field(default=1, gt=0)
+    epochs: int | None = Field(default=None, gt=0)
+    max_steps: int | None = Field(default=None, gt=0)
+    learning_rate: float = Field(gt=0)
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"
+    reference_batch: int | None = Field(
+        default=None, gt=0, description="global batch at which learning_rate holds (for lr_scaling)"
+    )
+    lr_table: dict[int, float] = Field(
+        default_factory=dict, description="global batch → learning rate from a source table (shown)"
+    )
+    lr_schedule: Literal["constant", "cosine", "linear"] = "cosine"
+    warmup_steps: int = Field(default=0, ge=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    grad_clip: float | None = Field(default=1.0, gt=0)
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    attention: Literal["auto", "sdpa", "flash", "flex", "eager"] = "auto"
+    gradient_checkpointing: bool = False
+    compile: bool = False
+    seed: int = 0
+    log_every: int = Field(default=10, gt=0)
+    eval_every: int | None = Field(default=None, gt=0)
+    save_every: int | None = Field(default=None, gt=0)
+    keep_checkpoints: int = Field(default=3, gt=0)
+    num_workers: int = Field(default=2, ge=0)
+
+    @model_validator(mode="after")
+    def _length_given(self) -> TrainSpec:
+        if self.epochs is None and self.max_steps is None:
+            raise ValueError("give train.epochs or train.max_steps")
+        return self
+
+
+class MemorySpec(Strict):
+    vllm_gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1, description="share of GPU memory vLLM may take (null: no vLLM)"
+    )
+
+
+class DistributedSpec(Strict):
+    strategy: Literal["ddp", "fsdp", "deepspeed", "none"] = "ddp"
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+
+
+class ResourcesSpec(Strict):
+    gpus: int = Field(default=1, gt=0, description="GPUs per node")
+    nodes: int = Field(default=1, gt=0)
+    time: str = Field(default="12:00:00", description="wall-clock limit, [D-]HH:MM:SS")
+    memory_gb: int | None = Field(default=None, gt=0, description="host memory per node")
+    cpus_per_gpu: int = Field(default=4, gt=0)
+
+    @field_validator("time")
+    @classmethod
+    def _time_format(cls, value: str) -> str:
+        if not _TIME_RE.match(value):
+            raise ValueError(f"time must look like HH:MM:SS or D-HH:MM:SS, got {value!r}")
+        return value
+
+
+class TrackingSpec(Strict):
+    wandb: bool = False
+    tensorboard: bool = False
+    project: str = "gputrain"
+
+
+class EstimateSpec(Strict):
+    flops_per_sample: float | None = Field(default=None, gt=0, description="training FLOPs per sample")
+    tokens_per_sample: int | None = Field(default=None, gt=0)
+    mfu: float = Field(default=0.35, gt=0, le=1, description="assumed model FLOPs utilisation")
+
+
+class Profile(Strict):
+    """Settings for one GPU type: a partial recipe plus optional named presets."""
+
+    description: str | None = None
+    set: dict[str, Any] = Field(default_factory=dict, description="partial recipe merged over the base")
+    presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    default_preset: str | None = None
+    preset_by: str | None = Field(default=None, description="dotted field whose value names the preset")
+
+    @model_validator(mode="after")
+    def _preset_known(self) -> Profile:
+        if self.default_preset is not None and self.default_preset not in self.presets:
+            raise ValueError(f"default_preset {self.default_preset!r} is not one of {sorted(self.presets)}")
+        return self
+
+
+class Recipe(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    entrypoint: str
+    model: ModelSpec
+    data: DataSpec = Field(default_factory=DataSpec)
+    train: TrainSpec
+    algorithm: dict[str, Any] = Field(default_factory=dict)
+    memory: MemorySpec = Field(default_factory=MemorySpec)
+    distributed: DistributedSpec = Field(default_factory=DistributedSpec)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    env: dict[str, str] = Field(default_factory=dict)
+    secrets: list[str] = Field(default_factory=list)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    estimate: EstimateSpec = Field(default_factory=EstimateSpec)
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _known_entrypoint(cls, value: str) -> str:
+        if value not in ENTRYPOINTS:
+            raise ValueError(f"unknown entrypoint {value!r}; known: {', '.join(sorted(ENTRYPOINTS))}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME_RE.match(name):
+                raise ValueError(f"env name {name!r} is not a valid shell variable name")
+            if _SECRET_HINT_RE.search(name):
+                raise ValueError(f"env {name!r} looks like a secret: list its name under secrets instead")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_NAME_RE.match(name):
+                raise ValueError(f"secret {name!r} must be an environment variable name, never a value")
+        return value
+
+
+def algorithm_model(entrypoint: str) -> type[BaseModel]:
+    """Import the ``algorithm:`` model of an entrypoint (lazily: most commands never need it)."""
+    target = ENTRYPOINTS[entrypoint].algorithm
+    module_name, _, class_name = target.partition(":")
+    module = importlib.import_module(module_name)
+    model_cls: type[BaseModel] = getattr(module, class_name)
+    return model_cls
