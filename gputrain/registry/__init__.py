@@ -1,0 +1,1 @@
+"""SQLite job store shared by all backends (see store.py)."""

@@ -1,0 +1,217 @@
+"""The job registry: one SQLite file shared by every gputrain process of a user.
+
+Several ``gputrain submit`` processes may write at once, so the file runs in WAL mode, every write is one
+``BEGIN IMMEDIATE`` transaction (the writer lock is taken up front, no upgrade deadlocks) and a busy timeout
+lets writers queue instead of failing. Location: ``$GPUTRAIN_HOME/jobs.db`` (default
+``~/.local/share/gputrain/jobs.db``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gputrain.errors import RegistryError
+
+STATES = (
+    "PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "REQUEUED", "UNKNOWN",
+)
+FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
+BACKENDS = ("local", "slurm", "runpod")
+_BUSY_TIMEOUT_S = 30.0
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    cluster TEXT,
+    recipe TEXT,
+    recipe_path TEXT,
+    job_dir TEXT,
+    state TEXT NOT NULL,
+    gpu TEXT,
+    gpus_per_node INTEGER,
+    nodes INTEGER,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    exit_code INTEGER,
+    extra TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS jobs_job_id ON jobs(job_id);
+CREATE INDEX IF NOT EXISTS jobs_name ON jobs(name);
+CREATE INDEX IF NOT EXISTS jobs_job_dir ON jobs(job_dir);
+"""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class JobRecord:
+    """One submitted job. ``id`` is the registry's own row number; ``job_id`` the backend's id."""
+
+    job_id: str
+    backend: str
+    name: str = ""
+    cluster: str | None = None
+    recipe: str | None = None
+    recipe_path: str | None = None
+    job_dir: str | None = None
+    state: str = "PENDING"
+    gpu: str | None = None
+    gpus_per_node: int | None = None
+    nodes: int | None = None
+    created_at: str = ""
+    updated_at: str = ""
+    exit_code: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_COLUMNS = [f.name for f in dataclasses.fields(JobRecord) if f.name != "id"]
+_UPDATABLE = frozenset(_COLUMNS) - {"created_at", "updated_at"}
+
+
+def default_path() -> Path:
+    home = os.environ.get("GPUTRAIN_HOME")
+    base = Path(home).expanduser() if home else Path("~/.local/share/gputrain").expanduser()
+    return base / "jobs.db"
+
+
+def _row_to_record(row: sqlite3.Row) -> JobRecord:
+    data = {k: row[k] for k in row.keys()}  # noqa: SIM118 - sqlite3.Row is not a mapping
+    data["extra"] = json.loads(data["extra"] or "{}")
+    return JobRecord(**data)
+
+
+class JobRegistry:
+    """Transactional job store; cheap to create (one connection per call, no long-lived locks)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self._ready = False
+
+    @contextmanager
+    def _connect(self, write: bool) -> Iterator[sqlite3.Connection]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise RegistryError(f"{self.path}: cannot open the job registry: {exc}") from None
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+            if not self._ready:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+                self._ready = True
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise RegistryError(f"{self.path}: job registry error: {exc}") from None
+        finally:
+            conn.close()
+
+    def add(self, record: JobRecord) -> JobRecord:
+        """Insert ``record``; an empty ``job_id`` becomes ``<backend>-<id>`` (e.g. ``local-7``)."""
+        if record.backend not in BACKENDS:
+            raise RegistryError(f"unknown backend {record.backend!r}; expected one of {', '.join(BACKENDS)}")
+        if record.state not in STATES:
+            raise RegistryError(f"unknown job state {record.state!r}")
+        now = _now()
+        rec = dataclasses.replace(record, created_at=record.created_at or now, updated_at=now)
+        values = rec.to_dict()
+        values["extra"] = json.dumps(rec.extra, sort_keys=True)
+        values["job_id"] = rec.job_id or ""
+        cols = ", ".join(_COLUMNS)
+        marks = ", ".join(f":{c}" for c in _COLUMNS)
+        with self._connect(write=True) as conn:
+            cur = conn.execute(f"INSERT INTO jobs ({cols}) VALUES ({marks})", values)
+            row_id = cur.lastrowid
+            assert row_id is not None
+            if not rec.job_id:
+                rec.job_id = f"{rec.backend}-{row_id}"
+                conn.execute("UPDATE jobs SET job_id = ? WHERE id = ?", (rec.job_id, row_id))
+        rec.id = row_id
+        return rec
+
+    def update(self, job_id: str, **fields: Any) -> JobRecord:
+        """Change fields of the newest job with ``job_id``; ``extra`` is merged into the stored dict."""
+        unknown = set(fields) - _UPDATABLE
+        if unknown:
+            raise RegistryError(f"cannot update job field(s): {', '.join(sorted(unknown))}")
+        if "state" in fields and fields["state"] not in STATES:
+            raise RegistryError(f"unknown job state {fields['state']!r}")
+        with self._connect(write=True) as conn:
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE job_id = ? ORDER BY id DESC LIMIT 1", (str(job_id),)
+            ).fetchone()
+            if row is None:
+                raise RegistryError(f"no job {job_id!r} in the registry ({self.path})")
+            rec = _row_to_record(row)
+            if "extra" in fields:
+                fields = {**fields, "extra": {**rec.extra, **(fields["extra"] or {})}}
+            rec = dataclasses.replace(rec, **fields, updated_at=_now())
+            sets = {k: getattr(rec, k) for k in [*fields, "updated_at"]}
+            if "extra" in sets:
+                sets["extra"] = json.dumps(sets["extra"], sort_keys=True)
+            assignments = ", ".join(f"{k} = :{k}" for k in sets)
+            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = :_id", {**sets, "_id": rec.id})
+        return rec
+
+    def find(self, ref: str) -> JobRecord | None:
+        """The newest job whose job_id, name or job dir (any spelling of the path) is ``ref``."""
+        ref = str(ref)
+        candidates = [ref]
+        try:
+            candidates.append(str(Path(ref).expanduser().resolve()))
+        except OSError:
+            pass
+        with self._connect(write=False) as conn:
+            for column in ("job_id", "name", "job_dir"):
+                for value in candidates if column == "job_dir" else [ref]:
+                    row = conn.execute(
+                        f"SELECT * FROM jobs WHERE {column} = ? ORDER BY id DESC LIMIT 1", (value,)
+                    ).fetchone()
+                    if row is not None:
+                        return _row_to_record(row)
+        return None
+
+    def get(self, ref: str) -> JobRecord:
+        rec = self.find(ref)
+        if rec is None:
+            raise RegistryError(f"no job {ref!r} in the registry ({self.path}); see `gputrain jobs`")
+        return rec
+
+    def list(self, limit: int | None = 50, *, backend: str | None = None) -> list[JobRecord]:
+        """Jobs newest first."""
+        sql = "SELECT * FROM jobs"
+        args: list[Any] = []
+        if backend:
+            sql += " WHERE backend = ?"
+            args.append(backend)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self._connect(write=False) as conn:
+            return [_row_to_record(r) for r in conn.execute(sql, args).fetchall()]

@@ -1,0 +1,101 @@
+"""Job registry: round trip, lookups, updates, and concurrent writers from separate processes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gputrain.errors import RegistryError
+from gputrain.registry.store import JobRecord, JobRegistry
+
+
+def _rec(job_id: str, **kw: object) -> JobRecord:
+    return JobRecord(job_id=job_id, backend="slurm", name=f"selftest_job_{job_id}", **kw)  # type: ignore[arg-type]
+
+
+def test_add_get_update_roundtrip(tmp_path: Path) -> None:
+    reg = JobRegistry(tmp_path / "jobs.db")
+    job_dir = tmp_path / "logs" / "selftest_job_41_x"
+    added = reg.add(_rec("41", cluster="testbed", job_dir=str(job_dir), gpus_per_node=2, extra={"a": 1}))
+    assert added.id is not None and added.created_at
+    assert reg.get("41").cluster == "testbed"
+    assert reg.get("selftest_job_41").job_id == "41"
+    assert reg.get(str(job_dir)).job_id == "41"
+    updated = reg.update("41", state="FAILED", exit_code=3, extra={"reason": "NonZeroExitCode"})
+    assert (updated.state, updated.exit_code) == ("FAILED", 3)
+    again = reg.get("41")
+    assert again.extra == {"a": 1, "reason": "NonZeroExitCode"} and again.exit_code == 3
+
+
+def test_empty_job_id_gets_backend_prefix(tmp_path: Path) -> None:
+    reg = JobRegistry(tmp_path / "jobs.db")
+    first = reg.add(JobRecord(job_id="", backend="local", name="a"))
+    second = reg.add(JobRecord(job_id="", backend="local", name="b"))
+    assert first.job_id == f"local-{first.id}" and second.job_id == f"local-{second.id}"
+    assert reg.get(second.job_id).name == "b"
+
+
+def test_list_is_newest_first_and_limited(tmp_path: Path) -> None:
+    reg = JobRegistry(tmp_path / "jobs.db")
+    for i in range(5):
+        reg.add(_rec(str(i)))
+    assert [r.job_id for r in reg.list(3)] == ["4", "3", "2"]
+
+
+def test_bad_input_raises_registry_error(tmp_path: Path) -> None:
+    reg = JobRegistry(tmp_path / "jobs.db")
+    reg.add(_rec("1"))
+    with pytest.raises(RegistryError, match="no job '9'"):
+        reg.get("9")
+    with pytest.raises(RegistryError, match="state"):
+        reg.update("1", state="DONE")
+    with pytest.raises(RegistryError, match="bogus"):
+        reg.update("1", bogus=1)
+    assert reg.get("1").state == "PENDING"
+
+
+def test_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
+    reg = JobRegistry(tmp_path / "jobs.db")
+    with pytest.raises(RuntimeError), reg._connect(write=True) as conn:
+        conn.execute("INSERT INTO jobs (job_id, backend, state, created_at, updated_at) "
+                     "VALUES ('x', 'slurm', 'PENDING', 'now', 'now')")
+        raise RuntimeError("boom")
+    assert reg.list() == []
+
+
+def test_garbage_file_is_one_line_error(tmp_path: Path) -> None:
+    db = tmp_path / "jobs.db"
+    db.write_bytes(b"not a database" * 100)
+    with pytest.raises(RegistryError) as info:
+        JobRegistry(db).list()
+    assert "\n" not in str(info.value)
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    reg = JobRegistry(path)
+    for i in range(count):
+        rec = reg.add(_rec(f"{worker}-{i}", extra={"worker": worker, "i": i}))
+        reg.update(rec.job_id, state="RUNNING")
+
+
+def test_parallel_processes_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "jobs.db")
+    workers, count = 6, 25
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, w, count)) for w in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * workers
+    jobs = JobRegistry(path).list(limit=None)
+    assert len(jobs) == workers * count
+    assert {j.job_id for j in jobs} == {f"{w}-{i}" for w in range(workers) for i in range(count)}
+    assert all(j.state == "RUNNING" and j.extra["worker"] == int(j.job_id.split("-")[0]) for j in jobs)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
