@@ -1,0 +1,73 @@
+"""Shared training runtime: one set-up call gives an entrypoint its ranks, device, precision,
+checkpoints, metrics and preemption handling.
+
+Every bundled training is launched as (CONTRACTS.md)::
+
+    torchrun --nproc_per_node 2 -m gputrain.train.<module> --plan JOB/plan.json --job-dir JOB
+
+and starts with ``ctx = setup_run()``. A skeleton that resumes, logs, and survives preemption::
+
+    from gputrain.train.runtime import RunContext, run_entrypoint
+
+    def train(ctx: RunContext) -> int:
+        model = ctx.wrap_ddp(build_model().to(ctx.device))      # DDP when world_size > 1
+        model = ctx.compile(model)                              # only if train.compile and CUDA+triton
+        opt = torch.optim.AdamW(model.parameters(), lr=ctx.get("train.learning_rate"))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+        pos = {"epoch": 0, "batch": 0}                          # sampler position: a plain dict
+        state = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": ctx.scaler, "pos": pos}
+        step = 0
+        if (ckpt := ctx.checkpoints.restore(state)) is not None:  # in place: weights, optim, RNG...
+            step, pos = ckpt.step, ckpt.state["pos"]             # ...plain values come back here
+        while step < total_steps:
+            with ctx.autocast():                                # bf16 / fp16 autocast, nothing on fp32
+                loss = model(batch)
+            grad_norm = ctx.optimizer_step(loss, opt, model.parameters())  # scaler + train.grad_clip
+            step += 1
+            ctx.metrics.log(step, loss=loss.item(), lr=sched.get_last_lr()[0])  # rank 0 only
+            state["pos"] = {"epoch": epoch, "batch": i + 1}
+            if ctx.should_stop():                               # collective: call on every rank
+                ctx.exit_for_requeue(step, state)               # checkpoint, PREEMPTED, exit 75
+            if step % ctx.get("train.save_every", 100) == 0:
+                ctx.checkpoints.save(step, state)               # collective: call on every rank
+        ctx.write_json("result.json", {...})                    # rank 0 writes atomically
+        return 0
+
+    if __name__ == "__main__":
+        run_entrypoint(train)                                   # setup_run + train + close + exit code
+
+``RunContext`` fields: ``rank, world_size, local_rank, device, is_main, config`` (``plan["config"]``, the
+resolved recipe), ``plan, job_dir, seed, args`` (argv left after ``--plan/--job-dir``), ``precision``
+(``.name`` bf16|fp16|fp32, ``.dtype``), ``checkpoints`` (:class:`CheckpointManager`), ``metrics``
+(:class:`Metrics`, ``.log(step, **numbers)``, writes ``metrics.jsonl`` through
+``gputrain.logs.schema.MetricsWriter`` plus W&B/TensorBoard per ``tracking:``), ``preemption``.
+Helpers: ``get(dotted, default)``, ``print0``, ``autocast()``, ``scaler`` (a disabled GradScaler unless
+fp16), ``optimizer_step``, ``wrap_ddp``, ``compile``, ``seed_per_rank``, ``should_stop()``,
+``exit_for_requeue(step, state)``, ``all_reduce_mean(**values)``, ``barrier()``, ``write_json``,
+``close()`` (barrier before destroy_process_group: NOTES.md trap).
+
+Rules the runtime relies on: ``checkpoints.save``, ``should_stop``, ``exit_for_requeue``,
+``all_reduce_mean`` and ``barrier`` are collectives (every rank calls them at the same point).
+Checkpoints hold the ``state_dict()`` of objects that have one (DDP/compiled models are unwrapped) and
+plain values as they are; per-rank RNG states (CPU, CUDA, Python, NumPy) always, and an optional
+``rank_state=`` per rank (FSDP shards). Precision comes from ``train.precision`` (the planner's effective
+value); CPU always runs fp32. Seeds: ``train.seed`` on every rank (identical init); call
+``ctx.seed_per_rank()`` after building the model for per-rank streams.
+"""
+
+from gputrain.train.runtime.checkpoint import Checkpoint, CheckpointManager
+from gputrain.train.runtime.context import RunContext, load_plan, run_entrypoint, setup_run
+from gputrain.train.runtime.metrics import Metrics
+from gputrain.train.runtime.signals import PREEMPTED_FILE, REQUEUE_EXIT_CODE
+
+__all__ = [
+    "PREEMPTED_FILE",
+    "REQUEUE_EXIT_CODE",
+    "Checkpoint",
+    "CheckpointManager",
+    "Metrics",
+    "RunContext",
+    "load_plan",
+    "run_entrypoint",
+    "setup_run",
+]

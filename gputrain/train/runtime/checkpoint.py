@@ -1,0 +1,206 @@
+"""Checkpoints that survive a kill at any moment, for every rank.
+
+Layout: ``<job_dir>/checkpoints/step_00000120/`` holding ``state.pt`` (rank 0: model, optimizer,
+scheduler, scaler, sampler position, anything else passed in) and ``rank<R>.pt`` (every rank: its RNG
+states — CPU, CUDA, Python, NumPy — and an optional per-rank state such as FSDP shards). A checkpoint is
+built in ``.tmp-step_…``; each file is written to a temp name, fsynced and renamed; rank 0 adds
+``meta.json`` last and renames the folder into place, then fsyncs the parent. A folder without
+``meta.json``, or a ``.tmp-*`` folder, is never loaded, so a kill -9 during a save leaves the previous
+checkpoint as the newest complete one. Older checkpoints are pruned only after the new one is in place.
+The folder must be on a file system all ranks share (always true on one machine; the usual case on Slurm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gputrain.train.runtime import dist as rdist
+
+_PREFIX = "step_"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        torch.save(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def unwrap(module: Any) -> Any:
+    """The bare module behind DDP (``.module``) and torch.compile (``._orig_mod``)."""
+    while True:
+        if hasattr(module, "_orig_mod"):
+            module = module._orig_mod
+        elif isinstance(module, torch.nn.parallel.DistributedDataParallel):
+            module = module.module
+        else:
+            return module
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        import numpy as np
+
+        state["numpy"] = np.random.get_state()
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy as np
+
+        np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _to_saveable(state: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        obj = unwrap(value)
+        out[key] = obj.state_dict() if hasattr(obj, "state_dict") else value
+    return out
+
+
+@dataclass
+class Checkpoint:
+    step: int
+    path: Path
+    state: dict[str, Any]  # saved values: state_dicts for stateful objects, plain values as saved
+    rank_state: Any = None
+    rng: dict[str, Any] = field(default_factory=dict)
+
+    def restore_rng(self) -> None:
+        if self.rng:
+            set_rng_state(self.rng)
+
+
+class CheckpointManager:
+    """``save(step, state)`` on every rank (it is collective); ``restore(state)`` to resume in place."""
+
+    def __init__(self, root: Path, rank: int, world_size: int, keep: int = 2) -> None:
+        self.root = root
+        self.rank = rank
+        self.world_size = world_size
+        self.keep = max(1, keep)
+
+    def _complete(self) -> list[tuple[int, Path]]:
+        found: list[tuple[int, Path]] = []
+        if not self.root.is_dir():
+            return found
+        for p in self.root.iterdir():
+            if p.is_dir() and p.name.startswith(_PREFIX) and (p / "meta.json").is_file():
+                try:
+                    found.append((int(p.name[len(_PREFIX) :]), p))
+                except ValueError:
+                    continue
+        return sorted(found)
+
+    def latest_step(self) -> int | None:
+        done = self._complete()
+        return done[-1][0] if done else None
+
+    def save(self, step: int, state: dict[str, Any], rank_state: Any = None) -> Path:
+        """Write a checkpoint from all ranks; objects with ``state_dict()`` are saved by their state."""
+        final = self.root / f"{_PREFIX}{step:08d}"
+        tmp = self.root / f".tmp-{_PREFIX}{step:08d}"
+        if self.rank == 0:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir()
+        rdist.barrier()
+        payload = {"rng": rng_state(), "rank_state": rank_state}
+        atomic_torch_save(payload, tmp / f"rank{self.rank}.pt")
+        if self.rank == 0:
+            atomic_torch_save({"step": step, "state": _to_saveable(state)}, tmp / "state.pt")
+        rdist.barrier()
+        if self.rank == 0:
+            meta = {"step": step, "world_size": self.world_size, "time": time.time()}
+            atomic_write_text(tmp / "meta.json", json.dumps(meta) + "\n")
+            _fsync_dir(tmp)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            _fsync_dir(self.root)
+            self._prune()
+        rdist.barrier()
+        return final
+
+    def _prune(self) -> None:
+        done = self._complete()
+        for _, path in done[: max(0, len(done) - self.keep)]:
+            shutil.rmtree(path, ignore_errors=True)
+        for p in self.root.iterdir():
+            if p.name.startswith(".tmp-"):
+                shutil.rmtree(p, ignore_errors=True)
+
+    def load_latest(self, map_location: str | torch.device = "cpu") -> Checkpoint | None:
+        """The newest complete checkpoint, or None. RNG is not touched (see ``Checkpoint.restore_rng``)."""
+        done = self._complete()
+        if not done:
+            return None
+        step, path = done[-1]
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        main = torch.load(path / "state.pt", map_location=map_location, weights_only=False)
+        rank_file = path / f"rank{self.rank}.pt"
+        rank_payload: dict[str, Any] = {}
+        if rank_file.is_file() and meta.get("world_size") == self.world_size:
+            rank_payload = torch.load(rank_file, map_location="cpu", weights_only=False)
+        return Checkpoint(
+            step=step,
+            path=path,
+            state=main["state"],
+            rank_state=rank_payload.get("rank_state"),
+            rng=rank_payload.get("rng", {}),
+        )
+
+    def restore(self, state: dict[str, Any], map_location: str | torch.device = "cpu") -> Checkpoint | None:
+        """Load the newest checkpoint into the given objects and RNG; plain values come back in ``.state``.
+
+        A checkpoint from a different world size restores weights and optimizer but not per-rank RNG.
+        """
+        ckpt = self.load_latest(map_location=map_location)
+        if ckpt is None:
+            return None
+        for key, obj in state.items():
+            target = unwrap(obj)
+            if key in ckpt.state and hasattr(target, "load_state_dict"):
+                target.load_state_dict(ckpt.state[key])
+        ckpt.restore_rng()
+        return ckpt

@@ -1,0 +1,223 @@
+"""``setup_run()``: everything an entrypoint needs before its first step, in one object.
+
+Reads ``--plan`` / ``--job-dir`` (CONTRACTS.md), creates the process group, seeds, picks device and
+precision, and hands out the checkpoint manager, the metrics logger and the preemption flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+
+from gputrain.errors import GputrainError
+from gputrain.train.runtime import dist as rdist
+from gputrain.train.runtime.checkpoint import CheckpointManager, atomic_write_text
+from gputrain.train.runtime.metrics import Metrics
+from gputrain.train.runtime.precision import Precision, make_precision, maybe_compile
+from gputrain.train.runtime.signals import PREEMPTED_FILE, REQUEUE_EXIT_CODE, PreemptionFlag
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % (2**32))
+    except ImportError:
+        pass
+
+
+@dataclass
+class RunContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    config: dict[str, Any]
+    plan: dict[str, Any]
+    job_dir: Path
+    precision: Precision
+    checkpoints: CheckpointManager
+    metrics: Metrics
+    preemption: PreemptionFlag
+    args: list[str] = field(default_factory=list)  # argv left after --plan/--job-dir
+    seed: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def scaler(self) -> torch.amp.GradScaler:
+        return self.precision.scaler
+
+    def autocast(self) -> AbstractContextManager[None]:
+        return self.precision.autocast()
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        """``ctx.get("train.batch_size", 8)``: a value of the resolved config, or ``default``."""
+        node: Any = self.config
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or node.get(part) is None:
+                return default
+            node = node[part]
+        return node
+
+    def print0(self, *args: Any, **kwargs: Any) -> None:
+        if self.is_main:
+            print(*args, **kwargs, flush=True)
+
+    def seed_per_rank(self, offset: int = 0) -> None:
+        """Different RNG streams per rank (dropout, sampling) after identical model initialisation."""
+        seed_everything(self.seed + offset + 1000003 * self.rank)
+
+    def compile(self, model: torch.nn.Module) -> torch.nn.Module:
+        compiled, note = maybe_compile(model, bool(self.get("train.compile", False)), self.device)
+        self.print0(f"[runtime] {note}")
+        return compiled
+
+    def wrap_ddp(self, model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
+        """DDP when world_size > 1 (device_ids on GPU), the model itself otherwise."""
+        if self.world_size <= 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        return DDP(model, device_ids=ids, **kwargs)
+
+    def optimizer_step(
+        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Iterator[torch.nn.Parameter] | Any
+    ) -> float:
+        """backward through the scaler, unscale, clip by ``train.grad_clip``, step; returns the grad norm."""
+        scaler = self.scaler
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        clip = self.get("train.grad_clip")
+        params = [p for p in params if p.grad is not None]
+        norm = torch.nn.utils.clip_grad_norm_(params, float(clip) if clip else float("inf"))
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    def should_stop(self) -> bool:
+        """Collective: True on every rank once any rank got SIGUSR1/SIGTERM; call it once per step."""
+        return rdist.any_rank(self.preemption.raised, self.device)
+
+    def all_reduce_mean(self, **values: float) -> dict[str, float]:
+        return rdist.all_reduce_mean(values, self.device)
+
+    def barrier(self) -> None:
+        rdist.barrier()
+
+    def exit_for_requeue(self, step: int, state: dict[str, Any], rank_state: Any = None) -> NoReturn:
+        """Checkpoint on all ranks, write PREEMPTED (rank 0), close, exit 75 so the job gets requeued."""
+        self.checkpoints.save(step, state, rank_state=rank_state)
+        if self.is_main:
+            info = {"step": step, "signal": self.preemption.signal_name or "peer", "time": time.time()}
+            atomic_write_text(self.job_dir / PREEMPTED_FILE, json.dumps(info) + "\n")
+            self.print0(f"[runtime] preempted at step {step} ({info['signal']}): checkpoint saved, exit 75")
+        self.close()
+        sys.exit(REQUEUE_EXIT_CODE)
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        """Rank 0 writes ``<job_dir>/<name>`` atomically (result.json and friends)."""
+        path = self.job_dir / name
+        if self.is_main:
+            atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+        return path
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.preemption.uninstall()
+        rdist.shutdown()
+
+
+def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description="gputrain training entrypoint")
+    parser.add_argument("--plan", required=True, help="plan.json written by gputrain")
+    parser.add_argument("--job-dir", default=os.environ.get("GPUTRAIN_JOB_DIR"), help="job folder")
+    return parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GputrainError(f"{path}: plan file not found") from None
+    except (OSError, ValueError) as exc:
+        raise GputrainError(f"{path}: cannot read plan ({exc})") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("config"), dict):
+        raise GputrainError(f"{path}: not a gputrain plan (no 'config' object)")
+    return plan
+
+
+def setup_run(argv: Sequence[str] | None = None) -> RunContext:
+    ns, rest = _parse(argv)
+    plan_path = Path(ns.plan)
+    plan = load_plan(plan_path)
+    job_dir = Path(ns.job_dir) if ns.job_dir else plan_path.parent
+    config: dict[str, Any] = plan["config"]
+    train = config.get("train") or {}
+    preemption = PreemptionFlag()  # before the process group: a signal during init is not lost
+    info = rdist.init_distributed(str((config.get("distributed") or {}).get("backend") or "auto"))
+    seed = int(train.get("seed") or 0)
+    seed_everything(seed)
+    if info.rank == 0:
+        job_dir.mkdir(parents=True, exist_ok=True)
+    rdist.barrier()
+    precision = make_precision(str(train.get("precision") or plan.get("precision") or "fp32"), info.device)
+    ctx = RunContext(
+        rank=info.rank,
+        world_size=info.world_size,
+        local_rank=info.local_rank,
+        device=info.device,
+        config=config,
+        plan=plan,
+        job_dir=job_dir,
+        precision=precision,
+        checkpoints=CheckpointManager(
+            job_dir / "checkpoints", info.rank, info.world_size, int(train.get("keep_checkpoints") or 2)
+        ),
+        metrics=Metrics(job_dir, config, enabled=info.rank == 0),
+        preemption=preemption,
+        args=rest,
+        seed=seed,
+    )
+    for note in ctx.metrics.notes:
+        ctx.print0(f"[runtime] {note}")
+    ctx.print0(
+        f"[runtime] world_size={info.world_size} backend={info.backend or 'none'} device={info.device} "
+        f"precision={precision.name} seed={seed} job_dir={job_dir}"
+    )
+    return ctx
+
+
+def run_entrypoint(main: Callable[[RunContext], int | None], argv: Sequence[str] | None = None) -> NoReturn:
+    """``python -m`` glue: set up, run ``main(ctx)``, close; a GputrainError becomes one ``error:`` line."""
+    try:
+        ctx = setup_run(argv)
+    except GputrainError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(exc.exit_code)
+    try:
+        code = main(ctx) or 0
+    except GputrainError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        code = exc.exit_code
+        ctx.metrics.close()
+        sys.exit(code)
+    ctx.close()
+    sys.exit(code)

@@ -1,0 +1,44 @@
+"""Preemption: a signal only sets a flag; the training loop stops at a step boundary.
+
+Slurm sends SIGUSR1 before the time limit or on preemption (``--signal=USR1@…`` / ``scancel --signal``),
+and SIGTERM comes from ``scancel``, ``docker stop`` or torchrun shutting its workers down. The handler does
+nothing but record the signal, so no half-finished optimizer step is ever checkpointed. Any rank may be the
+one signalled; ``RunContext.should_stop`` all-reduces the flag so every rank stops at the same step.
+Job scripts treat exit code ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) or a ``PREEMPTED`` file as "requeue me".
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+REQUEUE_EXIT_CODE = 75
+PREEMPTED_FILE = "PREEMPTED"
+
+
+class PreemptionFlag:
+    """Installs handlers for SIGUSR1 and SIGTERM (main thread only) and remembers the first signal."""
+
+    def __init__(self, signals: tuple[signal.Signals, ...] = (signal.SIGUSR1, signal.SIGTERM)) -> None:
+        self.signal_name: str | None = None
+        self._previous: dict[signal.Signals, object] = {}
+        for sig in signals:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signal_name is None:
+            self.signal_name = signal.Signals(signum).name
+
+    @property
+    def raised(self) -> bool:
+        return self.signal_name is not None
+
+    def trigger(self, name: str = "manual") -> None:
+        """Ask for a stop as if a signal had arrived (tests, time budgets)."""
+        if self.signal_name is None:
+            self.signal_name = name
+
+    def uninstall(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
