@@ -1,0 +1,166 @@
+"""A DiT-style transformer for block diffusion: rotary positions, adaptive layer norm on the noise level.
+
+Each token is conditioned on the t of its block (clean tokens on t = 0) through adaLN-Zero (Peebles & Xie,
+"Scalable Diffusion Models with Transformers"): a per-layer linear map of the time embedding yields
+shift/scale/gate for the attention and MLP branches. t takes only a handful of values per sequence (one
+per block), so the modulation is computed per *condition slot* ``(B, K, 6D)`` and gathered per token with
+``cond_idx`` — the cost is K vectors, not S.
+
+Attention: SDPA with a boolean mask (any device); FlexAttention with a ``BlockMask`` when one is passed
+(``masks.flex_block_mask``, GPU only: it skips the fully masked tiles, about half of the 2n × 2n square).
+flash-attn cannot express the block mask, so it is not used. At sampling time ``past`` holds the keys and
+values of finished clean blocks, and no mask is needed: the current block sees all of them and itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+KV = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class DiTConfig:
+    vocab_size: int
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    cond_dim: int = 128
+    mlp_ratio: int = 4
+    rope_base: float = 10000.0
+    gradient_checkpointing: bool = False
+
+    def num_params(self) -> int:
+        """Parameters of the transformer blocks and the embedding (the head shares nothing)."""
+        d = self.hidden_size
+        per_layer = 4 * d * d + 2 * self.mlp_ratio * d * d + self.cond_dim * 6 * d
+        return self.num_layers * per_layer + 2 * self.vocab_size * d
+
+
+def rotary_tables(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim))
+    angles = positions.float()[:, None] * inv[None, :]
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
+    out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+    return out.to(x.dtype)
+
+
+class TimeEmbedding(nn.Module):
+    """Sinusoidal features of 1000·t followed by an MLP (as in DiT)."""
+
+    def __init__(self, cond_dim: int, freq_dim: int = 256) -> None:
+        super().__init__()
+        self.freq_dim = freq_dim
+        self.mlp = nn.Sequential(nn.Linear(freq_dim, cond_dim), nn.SiLU(), nn.Linear(cond_dim, cond_dim))
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        half = self.freq_dim // 2
+        freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device).float() / half)
+        args = 1000.0 * t.float()[..., None] * freqs
+        return self.mlp(torch.cat([args.cos(), args.sin()], dim=-1).to(self.mlp[0].weight.dtype))
+
+
+def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x * (1 + scale) + shift
+
+
+class DiTBlock(nn.Module):
+    def __init__(self, cfg: DiTConfig) -> None:
+        super().__init__()
+        d = cfg.hidden_size
+        self.heads = cfg.num_heads
+        self.norm1 = nn.LayerNorm(d, elementwise_affine=False)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+        self.norm2 = nn.LayerNorm(d, elementwise_affine=False)
+        self.mlp = nn.Sequential(nn.Linear(d, cfg.mlp_ratio * d), nn.GELU(approximate="tanh"),
+                                 nn.Linear(cfg.mlp_ratio * d, d))
+        self.ada = nn.Linear(cfg.cond_dim, 6 * d)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, cond_idx: torch.Tensor, cos: torch.Tensor,
+                sin: torch.Tensor, mask: object, past: KV | None) -> tuple[torch.Tensor, KV]:
+        mod = self.ada(cond)[:, cond_idx]  # (B, S, 6D)
+        sh1, sc1, g1, sh2, sc2, g2 = mod.chunk(6, dim=-1)
+        b, s, d = x.shape
+        q, k, v = self.qkv(modulate(self.norm1(x), sh1, sc1)).view(b, s, 3, self.heads, d // self.heads) \
+            .permute(2, 0, 3, 1, 4)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        new_kv = (k, v)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        if mask is None or isinstance(mask, torch.Tensor):
+            att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            from torch.nn.attention.flex_attention import flex_attention
+
+            att = flex_attention(q, k, v, block_mask=mask)  # type: ignore[arg-type]
+            assert isinstance(att, torch.Tensor)
+        x = x + g1 * self.proj(att.transpose(1, 2).reshape(b, s, d))
+        x = x + g2 * self.mlp(modulate(self.norm2(x), sh2, sc2))
+        return x, new_kv
+
+
+class DiT(nn.Module):
+    """Diffusion transformer over token ids; the output head predicts ``x_0`` logits over the vocabulary."""
+
+    def __init__(self, cfg: DiTConfig) -> None:
+        super().__init__()
+        if cfg.hidden_size % cfg.num_heads:
+            raise ValueError("hidden_size must be a multiple of num_heads")
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.time = TimeEmbedding(cfg.cond_dim)
+        self.blocks = nn.ModuleList(DiTBlock(cfg) for _ in range(cfg.num_layers))
+        self.final_norm = nn.LayerNorm(cfg.hidden_size, elementwise_affine=False)
+        self.final_ada = nn.Linear(cfg.cond_dim, 2 * cfg.hidden_size)
+        self.head = nn.Linear(cfg.hidden_size, cfg.vocab_size)
+        self.apply(self._init)
+        for block in self.blocks:
+            assert isinstance(block, DiTBlock)
+            nn.init.zeros_(block.ada.weight)
+            nn.init.zeros_(block.ada.bias)
+        for layer in (self.final_ada, self.head):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, t_cond: torch.Tensor,
+                cond_idx: torch.Tensor, mask: object = None, past: list[KV] | None = None,
+                head_len: int | None = None) -> tuple[torch.Tensor, list[KV]]:
+        """Logits for the first ``head_len`` tokens (all if None) and each layer's new keys/values.
+
+        ``t_cond`` (B, K) holds the noise levels, ``cond_idx`` (S,) picks each token's slot.
+        """
+        x = self.embed(tokens)
+        cond = F.silu(self.time(t_cond))
+        cos, sin = rotary_tables(positions, self.cfg.hidden_size // self.cfg.num_heads, self.cfg.rope_base)
+        kvs: list[KV] = []
+        for i, block in enumerate(self.blocks):
+            layer_past = past[i] if past is not None else None
+            if self.cfg.gradient_checkpointing and self.training:
+                x, kv = checkpoint(block, x, cond, cond_idx, cos, sin, mask, layer_past, use_reentrant=False)
+            else:
+                x, kv = block(x, cond, cond_idx, cos, sin, mask, layer_past)
+            kvs.append(kv)
+        if head_len is not None:
+            x, cond_idx = x[:, :head_len], cond_idx[:head_len]
+        shift, scale = self.final_ada(cond)[:, cond_idx].chunk(2, dim=-1)
+        return self.head(modulate(self.final_norm(x), shift, scale)), kvs
