@@ -174,6 +174,26 @@ class MetricsWriter:
         self.close()
 
 
+def format_step_line(step: int, values: dict[str, Any], total: int | None = None) -> str:
+    """The human log line trainings print next to each metrics record; ``gputrain logs`` parses it back.
+
+    ``step 120/1000 | loss 2.3100 | lr 3.000e-04 | tokens_per_s 51234``
+    """
+    head = f"step {step}" if total is None else f"step {step}/{total}"
+    parts = [head]
+    for key, value in values.items():
+        number = clean_value(value)
+        if number is None or key in REQUIRED_KEYS:
+            continue
+        if isinstance(number, int):
+            parts.append(f"{key} {number}")
+        elif number != 0 and (abs(number) < 1e-3 or abs(number) >= 1e6):
+            parts.append(f"{key} {number:.3e}")
+        else:
+            parts.append(f"{key} {number:.4f}")
+    return " | ".join(parts)
+
+
 def iter_metrics(path: str | os.PathLike[str]) -> Iterator[dict[str, int | float]]:
     """Valid records in file order; broken lines (a partial last line, garbage) are skipped."""
     p = Path(path)

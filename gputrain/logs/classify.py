@@ -1,0 +1,106 @@
+"""Why did a job stop? Failure causes from log lines, the exit code and the PREEMPTED file.
+
+Line patterns are the messages the tools really print: PyTorch's ``torch.OutOfMemoryError: CUDA out of
+memory``, NCCL's ``ncclInternalError`` / watchdog timeouts, slurmstepd's ``*** JOB 12 ON n1 CANCELLED AT
+... DUE TO TIME LIMIT ***``, torchrun's ``Signal 9 (SIGKILL) received by PID``, the shell's ``Killed``.
+Several causes often appear together (one rank runs out of memory, the others then fail in NCCL);
+:data:`PRIORITY` picks the root cause.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+REQUEUE_EXIT_CODE = 75  # same value as gputrain.train.runtime.signals (train/ is an island: not imported)
+
+CAUSE_LABELS = {
+    "preempted": "preempted",
+    "time_limit": "time limit",
+    "cuda_oom": "CUDA out of memory",
+    "host_oom": "host out of memory (OOM killer)",
+    "nccl": "NCCL error",
+    "exception": "Python exception",
+    "signal": "killed by signal",
+    "cancelled": "cancelled",
+    "exit_code": "non-zero exit code",
+}
+PRIORITY = ("preempted", "time_limit", "cuda_oom", "host_oom", "nccl", "exception", "signal", "cancelled")
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("time_limit", re.compile(r"DUE TO TIME LIMIT")),
+    ("preempted", re.compile(r"DUE TO PREEMPTION|job was preempted", re.IGNORECASE)),
+    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|"
+                            r"HIP out of memory|CUDA error: out of memory")),
+    ("host_oom", re.compile(r"oom[-_]kill|Out of memory: Killed process", re.IGNORECASE)),
+    ("nccl", re.compile(r"NCCL error|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error|"
+                        r"Watchdog caught collective operation timeout|NCCL communicator was aborted|"
+                        r"ProcessGroupNCCL.*(?:timed out|Timeout)")),
+    ("cancelled", re.compile(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT")),
+    ("signal", re.compile(r"Signals\.SIG[A-Z]+|Signal \d+ \(SIG[A-Z]+\) received|^Killed\s*$|"
+                          r"exitcode\s*:\s*-\d+")),
+]
+
+#: Byte strings of which at least one occurs in every line a pattern matches, except ``Killed``/``Signal``
+#: lines and watchdog timeouts, which the summary catches in the tail of the log it always reads in full.
+EVENT_NEEDLES = (b"rror",)
+
+
+def classify_line(text: str) -> str | None:
+    """The failure cause a single line shows, or None (most lines)."""
+    for cause, pattern in _PATTERNS:
+        if pattern.search(text):
+            return cause
+    return None
+
+
+def signal_name(exit_code: int | None) -> str | None:
+    """``137`` (shell: 128+9) or ``-9`` (Python subprocess) → ``SIGKILL``."""
+    if exit_code is None:
+        return None
+    number = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 160 else 0
+    if number <= 0:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def classify_failure(
+    exit_code: int | None,
+    events: dict[str, str],
+    preempted_file: bool = False,
+) -> tuple[str, str | None]:
+    """(state, cause) of a job that has ended; ``events`` maps cause → the last line that showed it.
+
+    Exit code 0 is COMPLETED whatever the log says (a recovered NCCL warning is not a failure), unless a
+    preemption was recorded: the runtime then exits through the requeue path.
+    """
+    if preempted_file or exit_code == REQUEUE_EXIT_CODE or "preempted" in events:
+        return "PREEMPTED", "preempted"
+    if exit_code == 0:
+        return "COMPLETED", None
+    if "time_limit" in events:
+        return "TIMEOUT", "time_limit"
+    cause = next((c for c in PRIORITY if c in events), None)
+    if cause is None and signal_name(exit_code):
+        cause = "signal"
+    if cause == "cancelled":
+        return "CANCELLED", cause
+    if cause is None and exit_code is not None:
+        cause = "exit_code"
+    return "FAILED", cause
+
+
+def describe(cause: str | None, exit_code: int | None, events: dict[str, str]) -> str:
+    """One line for the summary: ``CUDA out of memory: torch.OutOfMemoryError: CUDA out of memory...``."""
+    if cause is None:
+        return ""
+    label = CAUSE_LABELS.get(cause, cause)
+    if cause == "signal" and signal_name(exit_code):
+        return f"{label}: {signal_name(exit_code)} (exit code {exit_code})"
+    if cause == "exit_code":
+        return f"{label} {exit_code}"
+    line = events.get(cause, "").strip()
+    return f"{label}: {line[:200]}" if line else label

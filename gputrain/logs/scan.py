@@ -1,0 +1,215 @@
+"""Scan a (possibly huge, possibly growing) log file in bounded memory, resuming where the last scan ended.
+
+Speed comes from never looking at most lines in Python: each 8 MiB chunk is searched with ``bytes.find``
+(C speed) for a few needles (``loss``, ``reward``, ``rror``), only the lines that contain one are decoded
+and parsed, and of the progress bars only the last one per chunk is read. The final
+:data:`TAIL_BYTES` of the file are always parsed line by line, for the failure messages and traceback
+that carry no needle (``Killed``, watchdog timeouts, ``KeyboardInterrupt``).
+
+The state (offset, inode, partial last line, metric statistics) is JSON, so ``--summary`` after the log
+grew reads only the new bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gputrain.errors import LogError
+from gputrain.logs.classify import EVENT_NEEDLES
+from gputrain.logs.parse import _EXC_LINE_RE, LogParser, LogRecord, parse_line, split_rank
+from gputrain.logs.stats import MetricTable
+
+CHUNK_BYTES = 8 << 20
+TAIL_BYTES = 256 << 10
+MAX_CARRY = 64 << 10  # a partial line longer than this is cut (the rest of that line is skipped)
+METRIC_NEEDLES = (b"loss", b"reward")
+_TB_START = b"Traceback (most recent call last):"
+
+
+class LogScanner:
+    """Running summary of one log file; ``rank`` None means rank 0 or unprefixed lines."""
+
+    def __init__(self, path: str | os.PathLike[str], rank: int | None = None) -> None:
+        self.path = Path(path)
+        self.rank = rank
+        self.reset()
+
+    def reset(self) -> None:
+        self.offset = 0
+        self.inode = 0
+        self.carry = b""
+        self.skipping = False  # inside an overlong line, dropping bytes up to its end
+        self.table = MetricTable()
+        self.implicit_step = 0
+        self.progress: dict[str, float] = {}
+        self.events: dict[str, str] = {}
+        self.traceback: str | None = None
+        self.ranks: set[int] = set()
+        self.formats: dict[str, int] = {}
+
+    # -- persistence -------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path), "rank": self.rank, "offset": self.offset, "inode": self.inode,
+            "carry": self.carry.decode("latin-1"), "skipping": self.skipping, "table": self.table.to_json(),
+            "implicit_step": self.implicit_step, "progress": self.progress, "events": self.events,
+            "traceback": self.traceback, "ranks": sorted(self.ranks), "formats": self.formats,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LogScanner:
+        scanner = cls(data["path"], rank=data.get("rank"))
+        scanner.offset, scanner.inode = int(data["offset"]), int(data["inode"])
+        scanner.carry = str(data["carry"]).encode("latin-1")
+        scanner.skipping = bool(data["skipping"])
+        scanner.table = MetricTable.from_json(data["table"])
+        scanner.implicit_step = int(data["implicit_step"])
+        scanner.progress = dict(data["progress"])
+        scanner.events = dict(data["events"])
+        scanner.traceback = data["traceback"]
+        scanner.ranks = set(data["ranks"])
+        scanner.formats = dict(data["formats"])
+        return scanner
+
+    # -- scanning ----------------------------------------------------------------------------------------
+    def scan(self) -> int:
+        """Read the bytes added since the last scan; returns how many were read."""
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            raise LogError(f"{self.path}: no such log file") from None
+        except OSError as exc:
+            raise LogError(f"{self.path}: cannot read log ({exc.strerror})") from None
+        read = 0
+        with fh:
+            st = os.fstat(fh.fileno())
+            if st.st_ino != self.inode or st.st_size < self.offset:  # rotated or truncated: start over
+                self.reset()
+                self.inode = st.st_ino
+            fh.seek(self.offset)
+            while chunk := fh.read(CHUNK_BYTES):
+                read += len(chunk)
+                self.offset += len(chunk)
+                self._feed(chunk)
+        return read
+
+    def _feed(self, data: bytes) -> None:
+        if self.skipping:
+            cut = max(data.find(b"\n"), data.find(b"\r"))
+            if cut == -1:
+                return
+            self.skipping = False
+            data = data[cut + 1 :]
+        chunk = self.carry + data if self.carry else data
+        cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        if cut == -1:
+            if len(chunk) > MAX_CARRY:
+                self.carry, self.skipping = chunk[:MAX_CARRY], True
+                self._scan_lines(self.carry + b"\n")
+                self.carry = b""
+            else:
+                self.carry = chunk
+            return
+        self.carry = chunk[cut + 1 :]
+        if len(self.carry) > MAX_CARRY:
+            self.carry, self.skipping = b"", True
+        self._scan_lines(chunk[: cut + 1])
+
+    def _scan_lines(self, chunk: bytes) -> None:
+        found: dict[int, int] = {}
+        for needle in METRIC_NEEDLES + EVENT_NEEDLES:
+            _find_lines(chunk, needle, found)
+        bar = chunk.rfind(b"%|")
+        if bar != -1:
+            _line_at(chunk, bar, found)
+        for start in sorted(found):
+            end = found[start]
+            line = chunk[start : min(end, start + MAX_CARRY)].decode("utf-8", "replace")
+            record = parse_line(line)
+            if record.event and record.kind == "text" and _EXC_LINE_RE.match(split_rank(line)[1].strip()):
+                self._take_traceback(chunk, start, end)
+            self.add_record(record)
+
+    def _take_traceback(self, chunk: bytes, start: int, end: int) -> None:
+        head = chunk.rfind(_TB_START, max(0, start - MAX_CARRY), start)
+        if head != -1:
+            head = chunk.rfind(b"\n", 0, head) + 1
+            lines = chunk[head:end].decode("utf-8", "replace").splitlines()
+            self.traceback = "\n".join(split_rank(x)[1] for x in lines[-120:])
+
+    def add_record(self, record: LogRecord) -> None:
+        """Fold one parsed record into the running state (also used by ``follow``)."""
+        if record.rank is not None:
+            self.ranks.add(record.rank)
+        if record.event:
+            self.events[record.event] = record.text.splitlines()[-1][:500] if record.text else ""
+        if record.kind == "traceback":
+            self.traceback = record.text
+        if record.kind not in ("metrics", "progress"):
+            return
+        if record.rank not in ((None, 0) if self.rank is None else (self.rank,)):
+            return
+        self.formats[record.fmt] = self.formats.get(record.fmt, 0) + 1
+        if record.kind == "progress" or "steps_per_s" in record.values:
+            if record.step is not None:
+                self.progress["step"] = record.step
+            if record.total:
+                self.progress["total"] = record.total
+            if "steps_per_s" in record.values:
+                self.progress["steps_per_s"] = record.values["steps_per_s"]
+        if record.kind == "metrics" and record.values:
+            if record.total:
+                self.progress["total"] = record.total
+            step = record.step
+            if step is None:
+                self.implicit_step += 1
+                step = self.implicit_step
+            self.table.add(step, record.values, record.time)
+
+    def tail(self) -> tuple[dict[str, str], str | None]:
+        """Failure events and the last traceback in the last :data:`TAIL_BYTES`, parsed line by line."""
+        events: dict[str, str] = {}
+        traceback: str | None = None
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(max(0, size - TAIL_BYTES))
+                data = fh.read(TAIL_BYTES)
+        except OSError:
+            return events, traceback
+        if size > TAIL_BYTES:
+            data = data[data.find(b"\n") + 1 :]
+        parser = LogParser()
+        for line in data.decode("utf-8", "replace").splitlines():
+            for record in parser.feed(line):
+                if record.event:
+                    events[record.event] = record.text.splitlines()[-1][:500]
+                if record.kind == "traceback":
+                    traceback = record.text
+        for record in parser.flush():
+            traceback = record.text
+        return events, traceback
+
+
+def _line_at(chunk: bytes, pos: int, found: dict[int, int]) -> int:
+    start = chunk.rfind(b"\n", 0, pos) + 1
+    r = chunk.rfind(b"\r", start, pos)
+    if r != -1:
+        start = r + 1
+    end = chunk.find(b"\n", pos)
+    if end == -1:
+        end = len(chunk)
+    r = chunk.find(b"\r", pos, end)
+    if r != -1:
+        end = r
+    found[start] = end
+    return end
+
+
+def _find_lines(chunk: bytes, needle: bytes, found: dict[int, int]) -> None:
+    find = chunk.find
+    pos = find(needle)
+    while pos != -1:
+        pos = find(needle, _line_at(chunk, pos, found))

@@ -1,0 +1,106 @@
+"""Per-metric running statistics in bounded memory, serializable so summaries can resume.
+
+A 1 GiB log may hold millions of values; the summary needs first/last/best, a median and a curve.
+:class:`MetricStats` keeps exact first/last/min/max/count and a uniformly thinned series of at most
+``2 * MAX_POINTS`` points (every ``stride``-th value; the stride doubles when the series is full).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+MAX_POINTS = 256
+
+#: Metrics where a smaller value is better; others (reward, accuracy, throughput) are better larger.
+_LOWER_BETTER = ("loss", "nelbo", "ppl", "perplexity", "conflict", "error", "kl", "bpd", "time", "mem")
+
+
+def lower_is_better(key: str) -> bool:
+    low = key.lower()
+    return any(word in low for word in _LOWER_BETTER)
+
+
+class MetricStats:
+    __slots__ = ("count", "first", "last", "lo", "hi", "series", "stride")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: tuple[float, float] = (0.0, 0.0)  # (step, value)
+        self.last: tuple[float, float] = (0.0, 0.0)
+        self.lo: tuple[float, float] = (0.0, float("inf"))
+        self.hi: tuple[float, float] = (0.0, float("-inf"))
+        self.series: list[tuple[float, float]] = []
+        self.stride = 1
+
+    def add(self, step: float, value: float) -> None:
+        if self.count == 0:
+            self.first = (step, value)
+        self.last = (step, value)
+        if value < self.lo[1]:
+            self.lo = (step, value)
+        if value > self.hi[1]:
+            self.hi = (step, value)
+        if self.count % self.stride == 0:
+            self.series.append((step, value))
+            if len(self.series) >= 2 * MAX_POINTS:
+                del self.series[1::2]
+                self.stride *= 2
+        self.count += 1
+
+    def best(self, key: str) -> tuple[float, float]:
+        return self.lo if lower_is_better(key) else self.hi
+
+    def median(self) -> float:
+        return statistics.median(v for _, v in self.series) if self.series else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "first": self.first, "last": self.last, "lo": self.lo, "hi": self.hi,
+                "series": self.series, "stride": self.stride}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MetricStats:
+        stats = cls()
+        stats.count = int(data["count"])
+        stats.first, stats.last = tuple(data["first"]), tuple(data["last"])  # type: ignore[assignment]
+        stats.lo, stats.hi = tuple(data["lo"]), tuple(data["hi"])  # type: ignore[assignment]
+        stats.series = [(float(s), float(v)) for s, v in data["series"]]
+        stats.stride = int(data["stride"])
+        return stats
+
+
+class MetricTable:
+    """All metrics of one source, plus the step/time range they cover."""
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, MetricStats] = {}
+        self.records = 0
+        self.max_step = -1
+        self.first_time: float | None = None
+        self.last_time: float | None = None
+
+    def add(self, step: float, values: dict[str, float], stamp: float | None = None) -> None:
+        self.records += 1
+        self.max_step = max(self.max_step, int(step))
+        if stamp is not None:
+            if self.first_time is None:
+                self.first_time = stamp
+            self.last_time = stamp
+        for key, value in values.items():
+            stats = self.metrics.get(key)
+            if stats is None:
+                stats = self.metrics[key] = MetricStats()
+            stats.add(step, value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, "max_step": self.max_step, "first_time": self.first_time,
+                "last_time": self.last_time, "metrics": {k: v.to_json() for k, v in self.metrics.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MetricTable:
+        table = cls()
+        table.records = int(data["records"])
+        table.max_step = int(data["max_step"])
+        table.first_time, table.last_time = data["first_time"], data["last_time"]
+        table.metrics = {k: MetricStats.from_json(v) for k, v in data["metrics"].items()}
+        return table
