@@ -1,0 +1,159 @@
+"""How ``gputrain plan`` shows a plan: plain aligned text (no rich: plan is on the start-up budget)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gputrain.errors import PlanError
+from gputrain.planner import Plan, make_plan
+
+_SETTINGS = (
+    ("train.batch_size", "per-GPU batch"),
+    ("train.grad_accum", "grad accumulation"),
+    ("train.learning_rate", "learning rate"),
+    ("train.precision", "precision"),
+    ("train.attention", "attention"),
+    ("train.gradient_checkpointing", "grad checkpointing"),
+    ("train.max_steps", "max steps"),
+    ("train.epochs", "epochs"),
+    ("memory.vllm_gpu_memory_utilization", "vLLM memory share"),
+    ("distributed.strategy", "strategy"),
+    ("resources.time", "time limit"),
+)
+
+
+def _get(config: dict[str, Any], dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _source(plan: Plan, dotted: str) -> str:
+    if dotted in ("train.precision", "train.attention"):
+        return "resolved for " + plan.gpu.name
+    if dotted == "train.learning_rate":
+        return plan.lr_note
+    return plan.provenance.get(dotted, "default")
+
+
+def print_plan(plan: Plan, *, show_scripts: bool) -> None:
+    data = plan.to_dict()
+    config = data["config"]
+    where = f" on cluster {plan.cluster['name']}" if plan.cluster else ""
+    print(f"{plan.recipe.name}: {plan.nodes} node(s) × {plan.gpus_per_node} × {plan.gpu.name}{where} "
+          f"(target {plan.target})")
+    print(f"  profile: {plan.profile or '-'}   preset: {plan.preset or '-'}   global batch: "
+          f"{plan.global_batch_size}")
+    print("\nsettings")
+    for dotted, label in _SETTINGS:
+        value = _get(config, dotted)
+        if value is None:
+            continue
+        print(f"  {label:<20} {value!s:<12} {_source(plan, dotted)}")
+    est = data["estimate"]
+    print("\nestimate")
+    if est["memory_gib_per_gpu"] is not None:
+        parts = ", ".join(f"{k} {v:g}" for k, v in est["memory_breakdown"].items())
+        cap = f" of {est['capacity_gib']:g}" if est["capacity_gib"] else ""
+        print(f"  memory per GPU       {est['memory_gib_per_gpu']:g}{cap} GiB ({parts})")
+    if est["step_seconds"] is not None:
+        print(f"  step time            {est['step_seconds']:.3g} s at {est['mfu']:.0%} MFU")
+    if est["total_steps"] is not None:
+        print(f"  steps                {est['total_steps']}")
+    if est["total_hours"] is not None:
+        print(f"  wall time            {est['total_hours']:.3g} h")
+    if est["cost_usd"] is not None:
+        print(f"  cost                 ${est['cost_usd']:,.2f} ({plan.world_size} GPUs × "
+              f"${est['gpu_hourly_usd']:g}/GPU-hour; {plan.gpu.price_source})")
+    for warning in plan.warnings:
+        print(f"warning: {warning}")
+    for name, text in plan.artifacts.items():
+        if show_scripts:
+            print(f"\n# ---- {name} ----")
+            print(text.rstrip("\n"))
+        else:
+            print(f"wrote {text}")
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_outputs(plan: Plan, artifacts: dict[str, str], out: Path) -> dict[str, str]:
+    """Write scripts, ``plan.json`` and ``recipe.resolved.yaml``; returns {name: path}."""
+    import yaml
+
+    written: dict[str, str] = {}
+    for name, text in artifacts.items():
+        path = out / name
+        write_atomic(path, text, 0o755 if name.endswith(".sh") or name.endswith(".sbatch") else 0o644)
+        written[name] = str(path)
+    resolved = out / "recipe.resolved.yaml"
+    write_atomic(resolved, yaml.safe_dump(plan.to_dict()["config"], sort_keys=False))
+    written["recipe.resolved.yaml"] = str(resolved)
+    plan_path = out / "plan.json"
+    data = plan.to_dict()
+    data["artifacts"] = {**written, "plan.json": str(plan_path)}
+    write_atomic(plan_path, json.dumps(data, indent=2) + "\n")
+    written["plan.json"] = str(plan_path)
+    return written
+
+
+def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_json: bool) -> None:
+    from gputrain.hardware.catalog import catalog, get_gpu
+
+    names = [g.name for g in catalog().values() if not g.is_cpu]
+    if gpu:
+        first = get_gpu(gpu).name
+        names.remove(first)
+        names.insert(0, first)
+    rows = []
+    for name in names:
+        try:
+            plan = make_plan(path, gpu=name, check_memory=False, **{**kwargs, "cluster": None})
+        except PlanError as exc:
+            rows.append({"gpu": name, "error": exc.message})
+            continue
+        est = plan.estimate
+        rows.append({
+            "gpu": name, "profile": plan.profile, "preset": plan.preset, "precision": plan.precision,
+            "attention": plan.attention, "batch_per_gpu": plan.recipe.train.batch_size,
+            "global_batch_size": plan.global_batch_size, "learning_rate": plan.learning_rate,
+            "memory_gib_per_gpu": est.to_dict()["memory_gib_per_gpu"], "fits": est.fits,
+            "step_seconds": est.to_dict()["step_seconds"], "total_hours": est.to_dict()["total_hours"],
+            "cost_usd": est.to_dict()["cost_usd"],
+        })
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    header = f"{'GPU':<16}{'PROFILE':<16}{'PREC':<6}{'ATTN':<6}{'BATCH':>6}{'GLOBAL':>8}{'LR':>10}" \
+             f"{'GiB/GPU':>10}{'FITS':>6}{'STEP s':>9}{'HOURS':>9}{'COST $':>11}"
+    print(header)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['gpu']:<16}error: {r['error']}")
+            continue
+
+        def fmt(v: Any, spec: str) -> str:
+            return "-" if v is None else format(v, spec)
+
+        print(f"{r['gpu']:<16}{(r['profile'] or '-'):<16}{r['precision']:<6}{r['attention']:<6}"
+              f"{r['batch_per_gpu']:>6}{r['global_batch_size']:>8}{r['learning_rate']:>10.3g}"
+              f"{fmt(r['memory_gib_per_gpu'], '.1f'):>10}{('yes' if r['fits'] else 'NO'):>6}"
+              f"{fmt(r['step_seconds'], '.3g'):>9}{fmt(r['total_hours'], '.3g'):>9}{fmt(r['cost_usd'], ',.0f'):>11}")

@@ -1,0 +1,303 @@
+"""Recipe × hardware → a resolved plan.
+
+Merge order is recipe ← GPU profile ← preset ← ``--set``; every leaf remembers which layer gave it, so
+``gputrain plan`` can show where a batch size came from. Effective values (precision, attention, scaled
+learning rate, actual GPU counts) are written back into the resolved config: the training entrypoints
+read only that config and never re-derive them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gputrain.errors import PlanError, RecipeError
+from gputrain.hardware.catalog import GPUType, catalog, get_gpu
+from gputrain.planner.estimate import Estimate, estimate
+from gputrain.recipe.entrypoints import ENTRYPOINTS
+from gputrain.recipe.loader import Key, Location, RecipeSource, apply_overrides, deep_merge, load_source
+from gputrain.recipe.loader import validate_source
+from gputrain.recipe.schema import Profile, Recipe
+
+TARGETS = ("local", "slurm", "docker")
+
+
+@dataclass
+class Plan:
+    recipe: Recipe
+    recipe_path: Path
+    gpu: GPUType
+    gpus_per_node: int
+    nodes: int
+    precision: str
+    attention: str
+    global_batch_size: int
+    learning_rate: float
+    lr_note: str
+    profile: str | None
+    preset: str | None
+    estimate: Estimate
+    target: str = "local"
+    cluster: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def module(self) -> str:
+        return ENTRYPOINTS[self.recipe.entrypoint].module
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe.name,
+            "recipe_path": str(self.recipe_path),
+            "entrypoint": self.recipe.entrypoint,
+            "module": self.module,
+            "gpu": self.gpu.name,
+            "gpus_per_node": self.gpus_per_node,
+            "nodes": self.nodes,
+            "world_size": self.world_size,
+            "precision": self.precision,
+            "attention": self.attention,
+            "global_batch_size": self.global_batch_size,
+            "learning_rate": self.learning_rate,
+            "lr_note": self.lr_note,
+            "profile": self.profile,
+            "preset": self.preset,
+            "estimate": self.estimate.to_dict(),
+            "warnings": list(self.warnings),
+            "config": self.recipe.model_dump(mode="json", exclude={"profiles"}),
+            "provenance": dict(self.provenance),
+            "cluster": self.cluster,
+            "target": self.target,
+            "artifacts": dict(self.artifacts),
+        }
+
+
+def make_plan(
+    recipe_path: str | Path,
+    *,
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    nodes: int | None = None,
+    cluster: str | None = None,
+    overrides: Iterable[str] = (),
+    preset: str | None = None,
+    target: str | None = None,
+    check_memory: bool = True,
+) -> Plan:
+    """Resolve a recipe for a hardware choice. ``gpu=None`` detects the local GPU (or ``cpu``)."""
+    overrides = list(overrides)
+    source = load_source(recipe_path)
+    base = validate_source(apply_overrides(source, overrides))
+    cluster_profile = _load_cluster(cluster) if cluster else None
+    if target is None:
+        target = "slurm" if cluster_profile else "local"
+    if target not in TARGETS:
+        raise PlanError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+    warnings: list[str] = []
+    gpu_type = _choose_gpu(gpu, cluster_profile, warnings)
+
+    profile_name, profile = _match_profile(base, gpu_type, source, warnings)
+    preset_name = _choose_preset(profile, preset, base, profile_name)
+    merged, provenance, marks = _merge_layers(source, profile_name, profile, preset_name, overrides)
+    recipe = validate_source(RecipeSource(source.path, merged, marks))
+
+    gpus = gpus_per_node or (cluster_profile.gpus_per_node if cluster_profile else None)
+    gpus = gpus or recipe.resources.gpus
+    node_count = nodes or recipe.resources.nodes
+    if gpus <= 0 or node_count <= 0:
+        raise PlanError(f"GPUs per node and nodes must be positive (got {gpus} GPUs × {node_count} nodes)")
+    if cluster_profile and cluster_profile.gpus_per_node and gpus > cluster_profile.gpus_per_node:
+        raise PlanError(
+            f"cluster {cluster_profile.name!r} has {cluster_profile.gpus_per_node} GPUs per node; "
+            f"asked for {gpus} (use --nodes to scale out)"
+        )
+    for key, value, layer in (("gpus", gpus, gpus_per_node), ("nodes", node_count, nodes)):
+        recipe.resources.__dict__[key] = value
+        if layer is not None:
+            provenance[f"resources.{key}"] = "flag"
+        elif cluster_profile and key == "gpus":
+            provenance["resources.gpus"] = f"cluster:{cluster_profile.name}"
+
+    precision = _resolve_precision(recipe, gpu_type)
+    attention = _resolve_attention(recipe, gpu_type, warnings)
+    global_batch = recipe.train.batch_size * gpus * node_count * recipe.train.grad_accum
+    lr, lr_note = _resolve_lr(recipe, global_batch)
+    recipe.train.__dict__.update(precision=precision, attention=attention, learning_rate=lr)
+
+    est = estimate(recipe, gpu_type, gpus, node_count, precision, global_batch)
+    warnings.extend(est.warnings)
+    if check_memory and not est.fits:
+        raise PlanError(est.fit_message)
+    if est.total_hours is not None and est.total_hours > _hours(recipe.resources.time):
+        warnings.append(
+            f"estimated {est.total_hours:.1f} h exceeds the time limit {recipe.resources.time}: "
+            "the job will rely on checkpoint + requeue"
+        )
+    return Plan(
+        recipe=recipe, recipe_path=Path(recipe_path), gpu=gpu_type, gpus_per_node=gpus, nodes=node_count,
+        precision=precision, attention=attention, global_batch_size=global_batch, learning_rate=lr,
+        lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=target,
+        cluster=cluster_profile.model_dump(mode="json") if cluster_profile else None,
+        warnings=warnings, provenance=provenance,
+    )
+
+
+def _load_cluster(name: str) -> Any:
+    from gputrain.hardware.clusters import load_cluster
+
+    return load_cluster(name)
+
+
+def _choose_gpu(gpu: str | None, cluster_profile: Any, warnings: list[str]) -> GPUType:
+    if gpu:
+        return get_gpu(gpu)
+    if cluster_profile is not None and cluster_profile.gpu:
+        return get_gpu(cluster_profile.gpu)
+    from gputrain.hardware.detect import detect_local
+
+    found = detect_local()
+    if not found:
+        warnings.append("no GPU detected on this machine: planning for cpu (use --gpu to plan for another)")
+        return get_gpu("cpu")
+    return found[0].catalog_type()
+
+
+def _match_profile(
+    recipe: Recipe, gpu: GPUType, source: RecipeSource, warnings: list[str]
+) -> tuple[str | None, Profile | None]:
+    known = catalog()
+    for name in recipe.profiles:
+        if name not in known:
+            where = source.where(("profiles", name))
+            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; known: {', '.join(known)}")
+    if gpu.name in recipe.profiles:
+        return gpu.name, recipe.profiles[gpu.name]
+    candidates = [n for n in recipe.profiles if (n == "cpu") == gpu.is_cpu]
+    if not candidates:
+        warnings.append(f"recipe {recipe.name!r} has no profile for {gpu.name}: using the recipe's base values")
+        return None, None
+    nearest = min(candidates, key=lambda n: (abs(known[n].memory_gib - gpu.memory_gib), n))
+    warnings.append(
+        f"no profile for {gpu.name}; using the nearest by memory, {nearest} "
+        f"({known[nearest].memory_gib:g} GiB vs {gpu.memory_gib:g} GiB)"
+    )
+    return nearest, recipe.profiles[nearest]
+
+
+def _choose_preset(profile: Profile | None, wanted: str | None, recipe: Recipe, name: str | None) -> str | None:
+    if profile is None:
+        if wanted:
+            raise PlanError(f"--preset {wanted!r} given but no GPU profile applies")
+        return None
+    if wanted:
+        if wanted not in profile.presets:
+            raise PlanError(f"profile {name} has no preset {wanted!r}; known: {', '.join(profile.presets)}")
+        return wanted
+    if profile.preset_by:
+        value: Any = recipe.model_dump(mode="json")
+        for part in profile.preset_by.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and str(value) in profile.presets:
+            return str(value)
+        if value is not None and not profile.default_preset:
+            raise PlanError(
+                f"profile {name}: no preset for {profile.preset_by}={value}; known: {', '.join(profile.presets)}"
+            )
+    return profile.default_preset
+
+
+def _leaves(data: Mapping[str, Any], prefix: Key = ()) -> Iterable[Key]:
+    for key, value in data.items():
+        if isinstance(value, Mapping) and value:
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key)
+
+
+def _merge_layers(
+    source: RecipeSource, profile_name: str | None, profile: Profile | None, preset: str | None, overrides: list[str]
+) -> tuple[dict[str, Any], dict[str, str], dict[Key, Location]]:
+    data = dict(source.data)
+    marks = dict(source.marks)
+    provenance = {".".join(k): "recipe" for k in _leaves({k: v for k, v in data.items() if k != "profiles"})}
+    layers: list[tuple[str, Key, Mapping[str, Any]]] = []
+    if profile is not None and profile_name is not None:
+        layers.append((f"profile:{profile_name}", ("profiles", profile_name, "set"), profile.set))
+        if preset is not None:
+            layers.append((f"preset:{preset}", ("profiles", profile_name, "presets", preset), profile.presets[preset]))
+    for label, origin, layer in layers:
+        data = deep_merge(data, layer)
+        for leaf in _leaves(layer):
+            provenance[".".join(leaf)] = label
+            for n in range(1, len(leaf) + 1):
+                loc = source.marks.get((*origin, *leaf[:n]))
+                if loc is not None:
+                    marks[leaf[:n]] = loc
+    merged = apply_overrides(RecipeSource(source.path, data, marks), overrides)
+    for text in overrides:
+        provenance[text.partition("=")[0].strip()] = "--set"
+    return merged.data, provenance, merged.marks
+
+
+def _resolve_precision(recipe: Recipe, gpu: GPUType) -> str:
+    wanted = recipe.train.precision
+    if gpu.is_cpu:
+        return "fp32"
+    if wanted == "auto":
+        return "bf16" if gpu.bf16 else "fp16"
+    if wanted == "bf16" and not gpu.bf16:
+        raise PlanError(f"train.precision=bf16 but {gpu.name} has no bf16: use fp16 (with loss scaling) or auto")
+    return wanted
+
+
+def _resolve_attention(recipe: Recipe, gpu: GPUType, warnings: list[str]) -> str:
+    wanted = recipe.train.attention
+    flash_ok = not gpu.is_cpu and gpu.bf16 and importlib.util.find_spec("flash_attn") is not None
+    if wanted in ("auto", "flash"):
+        if flash_ok:
+            return "flash"
+        if wanted == "flash":
+            reason = "it is CPU" if gpu.is_cpu else ("it predates Ampere" if not gpu.bf16 else "flash-attn is not installed")
+            warnings.append(f"train.attention=flash is not available on {gpu.name} ({reason}): using sdpa")
+        return "sdpa"
+    if wanted == "flex" and gpu.is_cpu:
+        warnings.append("FlexAttention needs a GPU: using sdpa")
+        return "sdpa"
+    return wanted
+
+
+def _resolve_lr(recipe: Recipe, global_batch: int) -> tuple[float, str]:
+    train = recipe.train
+    base = train.learning_rate
+    if train.lr_scaling == "none" or train.reference_batch is None:
+        lr, note = base, f"learning rate {base:g} as given"
+        if train.lr_scaling != "none":
+            note += f" (lr_scaling={train.lr_scaling} needs train.reference_batch)"
+    else:
+        ratio = global_batch / train.reference_batch
+        factor = ratio if train.lr_scaling == "linear" else math.sqrt(ratio)
+        lr = base * factor
+        note = f"{train.lr_scaling} scaling: {base:g} × {factor:.3g} (global batch {global_batch} vs {train.reference_batch})"
+    if train.lr_table:
+        table = ", ".join(f"{b}→{v:g}" for b, v in sorted(train.lr_table.items()))
+        listed = train.lr_table.get(global_batch)
+        note += f"; source table {table}"
+        note += f" says {listed:g} at {global_batch}" if listed is not None else ""
+        note += f"; using {lr:.3g} from the rule"
+    return lr, note
+
+
+def _hours(limit: str) -> float:
+    days, _, rest = limit.rpartition("-")
+    h, m, s = (int(x) for x in rest.split(":"))
+    return (int(days) if days else 0) * 24 + h + m / 60 + s / 3600

@@ -1,0 +1,142 @@
+"""Plan → script text through Jinja templates, shell-safe by default.
+
+Every ``{{ expression }}`` is passed through ``finalize``, which shell-quotes it unless the value is a
+:class:`Trusted` fragment that a filter built on purpose. Template authors therefore cannot forget to
+quote a recipe value: forgetting ``| shq`` still quotes, and the only way to emit raw text is ``| raw``
+on values the template itself controls (integers, validated names). ``StrictUndefined`` turns a typo in a
+template into an error instead of an empty string.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputrain import __version__
+from gputrain.errors import RenderError
+from gputrain.resources import templates_dir
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from gputrain.planner import Plan
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Which templates each target renders, and the file name each lands under.
+TARGET_TEMPLATES: dict[str, dict[str, str]] = {
+    "local": {"launch.sh": "launch.sh.j2"},
+    "slurm": {"job.sbatch": "sbatch.j2", "launch.sh": "launch.sh.j2"},
+    "docker": {
+        "Dockerfile": "Dockerfile.j2",
+        "build_and_push.sh": "build_and_push.sh.j2",
+        "run.sh": "run.sh.j2",
+        "run_multigpu.sh": "run_multigpu.sh.j2",
+    },
+}
+
+
+class Trusted(str):
+    """Text a filter produced deliberately; ``finalize`` emits it as is."""
+
+
+def shq(value: Any) -> Trusted:
+    """Shell-quote one value (lists become space-separated quoted words)."""
+    if isinstance(value, list | tuple):
+        return Trusted(" ".join(shlex.quote(str(v)) for v in value))
+    return Trusted(shlex.quote(str(value)))
+
+
+def raw(value: Any) -> Trusted:
+    """Emit without quoting: only for numbers and names the template controls."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise RenderError(f"refusing to emit {type(value).__name__} unquoted")
+    text = str(value)
+    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_.:/@%-]*", text):
+        raise RenderError(f"refusing to emit {text!r} unquoted: it contains shell metacharacters")
+    return Trusted(text)
+
+
+def env_ref(name: str) -> Trusted:
+    """``${NAME}``: how a secret appears in a script (its value stays in the environment)."""
+    if not _NAME_RE.match(name):
+        raise RenderError(f"{name!r} is not an environment variable name")
+    return Trusted("${" + name + "}")
+
+
+def env_default(name: str) -> Trusted:
+    """``${NAME:-}``: a reference that is empty rather than an error under ``set -u``."""
+    return Trusted(env_ref(name)[:-1] + ":-}")
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, Trusted):
+        return value
+    if value is None:
+        raise RenderError("a template tried to emit an empty (None) value")
+    return shlex.quote(str(value))
+
+
+@functools.cache
+def environment(directory: str | None = None) -> jinja2.Environment:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory or str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters.update(shq=shq, raw=raw, env_ref=env_ref, env_default=env_default)
+    return env
+
+
+def template_context(plan: Plan, job_dir: str | Path | None = None) -> dict[str, Any]:
+    """What every template sees. Secrets appear by name only."""
+    data = plan.to_dict()
+    config = data["config"]
+    for name in config["secrets"]:
+        if not _NAME_RE.match(name):
+            raise RenderError(f"secret name {name!r} is not an environment variable name")
+    plan_path = f"{job_dir}/plan.json" if job_dir else "plan.json"
+    return {
+        "plan": data,
+        "config": config,
+        "recipe": plan.recipe.name,
+        "module": plan.module,
+        "gpu": plan.gpu.name,
+        "gpus_per_node": plan.gpus_per_node,
+        "nodes": plan.nodes,
+        "world_size": plan.world_size,
+        "cluster": data["cluster"],
+        "env": config["env"],
+        "secrets": config["secrets"],
+        "job_dir": str(job_dir) if job_dir else None,
+        "plan_path": plan_path,
+        "version": __version__,
+    }
+
+
+def render_template(name: str, context: Mapping[str, Any]) -> str:
+    import jinja2
+
+    try:
+        return environment().get_template(name).render(**context)
+    except jinja2.TemplateNotFound:
+        raise RenderError(f"template {name} is missing from {templates_dir()}") from None
+    except jinja2.UndefinedError as exc:
+        raise RenderError(f"template {name}: {exc.message}") from None
+
+
+def render_artifacts(plan: Plan, job_dir: str | Path | None = None, target: str | None = None) -> dict[str, str]:
+    """Render every script the plan's target needs: ``{file name: text}``."""
+    target = target or plan.target
+    context = template_context(plan, job_dir)
+    return {out: render_template(tpl, context) for out, tpl in TARGET_TEMPLATES[target].items()}
