@@ -158,7 +158,8 @@ def test_env_secret_does_not_reach_program(pool: SandboxPool, monkeypatch: pytes
                 pass
         return repr(found)
     """
-    result = pool.run(Job(textwrap.dedent(program), [f"assert {secret!r} in leak()", "assert 'HF_TOKEN' in leak()"]))
+    tests = [f"assert {secret!r} in leak()", "assert 'HF_TOKEN' in leak()"]
+    result = pool.run(Job(textwrap.dedent(program), tests))
     assert result.fraction == 0.0
     assert [o.status for o in result.outcomes] == ["failed", "failed"]
 
