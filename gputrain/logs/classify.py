@@ -30,15 +30,30 @@ PRIORITY = ("preempted", "time_limit", "cuda_oom", "host_oom", "nccl", "exceptio
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("time_limit", re.compile(r"DUE TO TIME LIMIT")),
     ("preempted", re.compile(r"DUE TO PREEMPTION|job was preempted", re.IGNORECASE)),
-    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|"
-                            r"HIP out of memory|CUDA error: out of memory")),
+    (
+        "cuda_oom",
+        re.compile(
+            r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|"
+            r"HIP out of memory|CUDA error: out of memory"
+        ),
+    ),
     ("host_oom", re.compile(r"oom[-_]kill|Out of memory: Killed process", re.IGNORECASE)),
-    ("nccl", re.compile(r"NCCL error|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error|"
-                        r"Watchdog caught collective operation timeout|NCCL communicator was aborted|"
-                        r"ProcessGroupNCCL.*(?:timed out|Timeout)")),
+    (
+        "nccl",
+        re.compile(
+            r"NCCL error|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error|"
+            r"Watchdog caught collective operation timeout|NCCL communicator was aborted|"
+            r"ProcessGroupNCCL.*(?:timed out|Timeout)"
+        ),
+    ),
     ("cancelled", re.compile(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT")),
-    ("signal", re.compile(r"Signals\.SIG[A-Z]+|Signal \d+ \(SIG[A-Z]+\) received|^Killed\s*$|"
-                          r"exitcode\s*:\s*-\d+")),
+    (
+        "signal",
+        re.compile(
+            r"Signals\.SIG[A-Z]+|Signal \d+ \(SIG[A-Z]+\) received|^Killed\s*$|"
+            r"exitcode\s*:\s*-\d+"
+        ),
+    ),
 ]
 
 #: Byte strings of which at least one occurs in every line a pattern matches, except ``Killed``/``Signal``

@@ -92,8 +92,9 @@ def _parse_json(text: str) -> LogRecord | None:
     record = validate_record(obj)
     if record is not None:
         values = {k: float(v) for k, v in record.items() if k not in ("step", "time")}
-        return LogRecord("metrics", text, fmt="jsonl", step=int(record["step"]), values=values,
-                         time=float(record["time"]))
+        return LogRecord(
+            "metrics", text, fmt="jsonl", step=int(record["step"]), values=values, time=float(record["time"])
+        )
     values = _numeric_items(obj)
     if not values:
         return None

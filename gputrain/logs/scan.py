@@ -52,10 +52,19 @@ class LogScanner:
     # -- persistence -------------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return {
-            "path": str(self.path), "rank": self.rank, "offset": self.offset, "inode": self.inode,
-            "carry": self.carry.decode("latin-1"), "skipping": self.skipping, "table": self.table.to_json(),
-            "implicit_step": self.implicit_step, "progress": self.progress, "events": self.events,
-            "traceback": self.traceback, "ranks": sorted(self.ranks), "formats": self.formats,
+            "path": str(self.path),
+            "rank": self.rank,
+            "offset": self.offset,
+            "inode": self.inode,
+            "carry": self.carry.decode("latin-1"),
+            "skipping": self.skipping,
+            "table": self.table.to_json(),
+            "implicit_step": self.implicit_step,
+            "progress": self.progress,
+            "events": self.events,
+            "traceback": self.traceback,
+            "ranks": sorted(self.ranks),
+            "formats": self.formats,
         }
 
     @classmethod

@@ -22,7 +22,7 @@ def lower_is_better(key: str) -> bool:
 
 
 class MetricStats:
-    __slots__ = ("count", "first", "last", "lo", "hi", "series", "stride")
+    __slots__ = ("count", "first", "hi", "last", "lo", "series", "stride")
 
     def __init__(self) -> None:
         self.count = 0
@@ -55,15 +55,22 @@ class MetricStats:
         return statistics.median(v for _, v in self.series) if self.series else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"count": self.count, "first": self.first, "last": self.last, "lo": self.lo, "hi": self.hi,
-                "series": self.series, "stride": self.stride}
+        return {
+            "count": self.count,
+            "first": self.first,
+            "last": self.last,
+            "lo": self.lo,
+            "hi": self.hi,
+            "series": self.series,
+            "stride": self.stride,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MetricStats:
         stats = cls()
         stats.count = int(data["count"])
-        stats.first, stats.last = tuple(data["first"]), tuple(data["last"])  # type: ignore[assignment]
-        stats.lo, stats.hi = tuple(data["lo"]), tuple(data["hi"])  # type: ignore[assignment]
+        stats.first, stats.last = tuple(data["first"]), tuple(data["last"])
+        stats.lo, stats.hi = tuple(data["lo"]), tuple(data["hi"])
         stats.series = [(float(s), float(v)) for s, v in data["series"]]
         stats.stride = int(data["stride"])
         return stats
@@ -93,8 +100,13 @@ class MetricTable:
             stats.add(step, value)
 
     def to_json(self) -> dict[str, Any]:
-        return {"records": self.records, "max_step": self.max_step, "first_time": self.first_time,
-                "last_time": self.last_time, "metrics": {k: v.to_json() for k, v in self.metrics.items()}}
+        return {
+            "records": self.records,
+            "max_step": self.max_step,
+            "first_time": self.first_time,
+            "last_time": self.last_time,
+            "metrics": {k: v.to_json() for k, v in self.metrics.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MetricTable:

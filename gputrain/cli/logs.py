@@ -1,0 +1,201 @@
+"""``gputrain logs JOB|PATH``: show, follow and summarize a job's logs (or any log file).
+
+    gputrain logs 4242                     # last lines of the job's log, found through the registry
+    gputrain logs 4242 -f                  # follow until the job ends, then print the summary
+    gputrain logs 4242 --rank 1 --grep reward
+    gputrain logs 4242 --summary           # (re)write and print job_summary.txt / summary.json / curves.png
+    gputrain logs path/to/any.log --summary --json
+    gputrain logs "$JOB_DIR" --summary --final --exit-code "$rc"   # what job scripts run at their end
+
+Imports of gputrain.logs, the registry and rich happen inside the command body: ``gputrain --help`` pays
+for none of them, and ``--json`` never imports rich.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from gputrain.errors import GputrainError, LogError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gputrain.registry.store import JobRecord
+
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+
+
+def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
+    """A path (job folder or log file) works without the registry; anything else is looked up there."""
+    path = Path(ref).expanduser()
+    if path.exists():
+        return path, _find_record(str(path.resolve()) if path.is_dir() else None)
+    record = _find_record(ref)
+    if record is None:
+        raise LogError(f"{ref}: no such file, folder or job (see `gputrain jobs`)")
+    if not record.job_dir:
+        raise LogError(f"job {record.job_id} has no job folder recorded in the registry")
+    job_dir = Path(record.job_dir)
+    if not job_dir.is_dir():
+        raise LogError(f"job {record.job_id}: job folder {job_dir} is missing")
+    return job_dir, record
+
+
+def _find_record(ref: str | None) -> JobRecord | None:
+    if ref is None:
+        return None
+    try:
+        from gputrain.registry.store import JobRegistry
+
+        return JobRegistry().find(ref)
+    except (ImportError, GputrainError):
+        return None
+
+
+def job_finished(job_dir: Path | None, record: JobRecord | None) -> Callable[[], bool]:
+    """Has the job ended? Final summary written by the job script, registry state, local pid, Slurm."""
+
+    def finished() -> bool:
+        if job_dir is not None:
+            try:
+                if json.loads((job_dir / "summary.json").read_text()).get("final"):
+                    return True
+            except (OSError, ValueError, AttributeError):
+                pass
+        if record is None:
+            return False
+        fresh = _find_record(record.job_id) or record
+        if fresh.state in TERMINAL:
+            return True
+        pid = (fresh.extra or {}).get("pid")
+        if fresh.backend == "local" and isinstance(pid, int):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+        if fresh.backend == "slurm":
+            return _slurm_gone(fresh.job_id)
+        return False
+
+    return finished
+
+
+def _slurm_gone(job_id: str) -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("squeue") is None:
+        return False
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and not out.stdout.strip()
+
+
+def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        return
+    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        from gputrain.logs.report import print_rich
+
+        print_rich(summary)
+    else:
+        from gputrain.logs.report import render_text
+
+        sys.stdout.write(render_text(summary))
+
+
+def _log_paths(target: Path) -> list[Path]:
+    from gputrain.logs.summarize import find_logs
+
+    if target.is_file():
+        return [target]
+    logs = find_logs(target)
+    if not logs:
+        raise LogError(f"{target}: no log file in this job folder (expected training_output.log)")
+    return logs
+
+
+def logs_command(
+    target: str = typer.Argument(..., help="Job id, job name, job folder or log file."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Stream new lines until the job ends."),
+    rank: int | None = typer.Option(None, "--rank", help="Only this rank's lines (and metrics)."),
+    grep: str | None = typer.Option(None, "--grep", help="Only lines matching this regular expression."),
+    lines: int = typer.Option(40, "--lines", "-n", help="How many last lines to show."),
+    summary: bool = typer.Option(False, "--summary", help="(Re)write and print the job summary."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (implies --summary)."),
+    final: bool = typer.Option(False, "--final", help="Record the job's final state (job scripts)."),
+    exit_code: int | None = typer.Option(None, "--exit-code", help="The job's exit code, with --final."),
+) -> None:
+    """Show, follow or summarize a job's logs."""
+    import re
+
+    from gputrain.logs.follow import LineFilter
+    from gputrain.logs.follow import follow as follow_lines
+    from gputrain.logs.summarize import summarize
+
+    if final and exit_code is None:
+        raise LogError("--final needs --exit-code N (the job's exit status)")
+    try:
+        pattern = re.compile(grep) if grep else None
+    except re.error as exc:
+        raise LogError(f"--grep {grep!r}: invalid regular expression ({exc})") from None
+    path, record = resolve_target(target)
+    job_dir = path if path.is_dir() else None
+    line_filter = LineFilter(rank, pattern)
+    state = record.state if record is not None and record.state in TERMINAL | {"RUNNING", "PENDING"} else None
+
+    if follow:
+        paths = _log_paths(path) if job_dir is None or any(job_dir.iterdir()) else []
+        try:
+            follow_lines(
+                paths,
+                lambda s: print(s, flush=True),
+                job_finished(job_dir, record),
+                line_filter=line_filter,
+                initial_lines=lines,
+            )
+        except KeyboardInterrupt:
+            pass
+        summary = summary or job_dir is not None
+    elif not (summary or as_json or final):
+        _show_lines(_log_paths(path), line_filter, lines, scan_all=pattern is not None)
+        return
+    if summary or as_json or final:
+        result = summarize(path, rank=rank, final=final, exit_code=exit_code, state=state)
+        _print_summary(result, as_json)
+
+
+def _show_lines(paths: list[Path], line_filter: Any, n: int, scan_all: bool) -> None:
+    """Last ``n`` lines; with --grep, every matching line of the whole file (streamed, bounded memory)."""
+    from gputrain.logs.follow import Tail, _file_rank, display_line
+
+    for path in paths:
+        if not path.is_file():
+            raise LogError(f"{path}: no such log file")
+        file_rank = _file_rank(path) if len(paths) > 1 else None
+        tail = Tail(path, file_rank)
+        raws = tail.read() if scan_all else tail.open(n)
+        if scan_all and tail.partial:
+            raws.append(tail.partial)
+        tail.close()
+        for raw in raws:
+            line = display_line(raw)
+            if line_filter(line, file_rank):
+                print(line if file_rank is None else f"[rank{file_rank}]: {line}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("logs")(logs_command)

@@ -1,0 +1,150 @@
+"""Summary dict → text a person reads in ten seconds (``job_summary.txt``) or a rich table in a terminal.
+
+Plain text has no colour and no rich import (it is also what ``--summary`` prints when stdout is not a
+TTY); :func:`print_rich` is used only on a TTY.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SPARK = "▁▂▃▄▅▆▇█"
+MAX_METRIC_ROWS = 14
+
+
+def sparkline(values: list[float], width: int = 24) -> str:
+    """``▇▅▄▃▂▂▁``: the curve's shape in one cell; flat series give a flat line."""
+    if not values:
+        return ""
+    if len(values) > width:
+        step = len(values) / width
+        values = [values[int(i * step)] for i in range(width - 1)] + [values[-1]]
+    lo, hi = min(values), max(values)
+    span = hi - lo
+    if span <= 0:
+        return SPARK[3] * len(values)
+    return "".join(SPARK[min(7, int((v - lo) / span * 8))] for v in values)
+
+
+def fmt_num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value == int(value) and abs(value) < 1e7:
+        return f"{int(value):,}"
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    if abs(value) >= 1:
+        return f"{value:.4g}"
+    return f"{value:.4g}" if abs(value) >= 1e-3 else f"{value:.3e}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(max(0, seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def headline(summary: dict[str, Any]) -> str:
+    state = summary["state"]
+    if summary.get("exit_code") is not None:
+        state += f" (exit {summary['exit_code']})"
+    line = f"{summary['name']}  {state}"
+    if summary.get("failure"):
+        line += f" — {summary['failure']}"
+    return line
+
+
+def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    when = f"{summary['start'] or '?'} → {summary['end'] or 'now'}  ({fmt_duration(summary['duration_s'])})"
+    rows.append(("time", when))
+    hw = summary.get("hardware")
+    if hw and hw.get("gpu"):
+        text = f"{hw['gpu']} × {hw.get('gpus_per_node') or 1} × {hw.get('nodes') or 1} node(s)"
+        cost = summary["cost"]
+        if cost.get("gpu_hours") is not None:
+            text += f"   {cost['gpu_hours']:.2f} GPU-h"
+            if cost.get("usd") is not None:
+                text += f" ≈ ${cost['usd']:.2f}"
+        rows.append(("hardware", text))
+    steps = summary["steps"]
+    text = fmt_num(steps["done"])
+    if steps["planned"]:
+        pct = 100 * (steps["done"] or 0) / steps["planned"]
+        text += f" / {fmt_num(steps['planned'])} ({pct:.0f}%)"
+    if summary.get("steps_per_hour"):
+        text += f"   {fmt_num(round(summary['steps_per_hour']))} steps/h"
+    if summary.get("eta_s") is not None:
+        text += f"   ETA {fmt_duration(summary['eta_s'])}"
+    rows.append(("steps", text))
+    speed = [f"{k} {fmt_num(round(v, 1))} (median)" for k, v in summary.get("throughput", {}).items()]
+    if summary.get("peak_gpu_mem_gib") is not None:
+        speed.append(f"peak GPU mem {summary['peak_gpu_mem_gib']:.1f} GiB")
+    if speed:
+        rows.append(("speed", "   ".join(speed)))
+    ckpts = summary.get("checkpoints") or []
+    if ckpts:
+        rows.append(
+            ("checkpoints", f"{len(ckpts)} ({ckpts[0]} … {ckpts[-1]})" if len(ckpts) > 1 else ckpts[0])
+        )
+    if summary.get("result"):
+        nums = {k: v for k, v in summary["result"].items() if isinstance(v, (int, float))}
+        rows.append(("result", "  ".join(f"{k} {fmt_num(v)}" for k, v in list(nums.items())[:6])))
+    return rows
+
+
+def metric_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    series = summary.get("series", {})
+    keys = list(series) + [k for k in summary["metrics"] if k not in series]
+    rows = []
+    for key in keys[:MAX_METRIC_ROWS]:
+        m = summary["metrics"][key]
+        best = f"{fmt_num(m['best'])} @{fmt_num(m['best_step'])}"
+        spark = sparkline([v for _, v in series.get(key, [])])
+        rows.append((key, fmt_num(m["first"]), fmt_num(m["last"]), best, spark))
+    return rows
+
+
+def render_text(summary: dict[str, Any]) -> str:
+    lines = [headline(summary), ""]
+    lines += [f"{k:<12}{v}" for k, v in overview_rows(summary)]
+    rows = metric_rows(summary)
+    if rows:
+        width = max(len(r[0]) for r in rows) + 2
+        lines += ["", f"{'metric':<{width}}{'first':>12}{'last':>12}   {'best':<20}curve"]
+        lines += [f"{r[0]:<{width}}{r[1]:>12}{r[2]:>12}   {r[3]:<20}{r[4]}" for r in rows]
+        hidden = len(summary["metrics"]) - len(rows)
+        if hidden > 0:
+            lines.append(f"(+{hidden} more metrics in summary.json)")
+    if summary.get("traceback"):
+        tb = summary["traceback"].splitlines()
+        lines += ["", "last traceback:"] + [f"  {x}" for x in tb[-15:]]
+    return "\n".join(lines) + "\n"
+
+
+def print_rich(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    style = {"COMPLETED": "green", "RUNNING": "cyan", "PREEMPTED": "yellow"}.get(summary["state"], "red")
+    console.print(
+        f"[bold]{summary['name']}[/]  [{style}]{headline(summary)[len(summary['name']) + 2 :]}[/]",
+        highlight=False,
+    )
+    for key, value in overview_rows(summary):
+        console.print(f"[dim]{key:<12}[/]{value}", highlight=False)
+    rows = metric_rows(summary)
+    if rows:
+        table = Table(show_edge=False, pad_edge=False)
+        for col in ("metric", "first", "last", "best", "curve"):
+            table.add_column(col, justify="right" if col in ("first", "last") else "left")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    if summary.get("traceback"):
+        console.print("[bold red]last traceback:[/]")
+        console.print("\n".join(summary["traceback"].splitlines()[-15:]), highlight=False, markup=False)

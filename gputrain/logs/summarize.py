@@ -1,0 +1,327 @@
+"""Job folder (or any log file) → ``summary.json``, ``job_summary.txt`` and ``curves.png``.
+
+What a person wants in ten seconds: did it finish, why not, how far, how fast, how much it cost, where
+the loss went. Sources, in a job folder (layout in CONTRACTS.md): ``metrics.jsonl`` (our trainings; the
+metrics come from there when it exists), ``training_output.log`` or other ``*.log``/``*.out``/``*.err``
+files and torchrun's per-rank ``*/attempt_*/<rank>/std{out,err}.log`` (progress, failure messages,
+tracebacks, other tools' metrics), ``plan.json`` (hardware, planned steps, hourly rate), ``PREEMPTED``,
+``checkpoints/`` and ``result.json``.
+
+Re-summarizing reads only new bytes: scanner offsets and statistics persist in ``.summary_state.json``.
+The job script calls ``gputrain logs "$JOB_DIR" --summary --final --exit-code "$rc"`` at its end; that call
+records the final state, which later on-demand summaries keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gputrain.errors import LogError
+from gputrain.logs.classify import CAUSE_LABELS, PRIORITY, classify_failure, describe
+from gputrain.logs.scan import LogScanner
+from gputrain.logs.schema import METRICS_FILE, validate_record
+from gputrain.logs.stats import MetricTable, lower_is_better
+
+STATE_FILE = ".summary_state.json"
+STATE_VERSION = 1
+LOG_NAMES = ("training_output.log",)
+LOG_SUFFIXES = (".log", ".out", ".err")
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Temp file in the same folder, fsync, rename: readers see the old file or the new one."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; summaries are meant to be shared
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def find_logs(job_dir: Path) -> list[Path]:
+    """The job's log files: ``training_output.log`` when present, else every log-like file."""
+    named = [job_dir / n for n in LOG_NAMES if (job_dir / n).is_file()]
+    if named:
+        return named
+    found = sorted(p for p in job_dir.iterdir() if p.is_file() and p.suffix in LOG_SUFFIXES)
+    found += sorted(job_dir.glob("*/attempt_*/*/std*.log"))
+    return found
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class MetricsCursor:
+    """Incremental reader of ``metrics.jsonl``: complete lines only, from a saved offset."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.inode, self.table = path, 0, 0, MetricTable()
+
+    def scan(self) -> None:
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed by the with below
+        except OSError:
+            return
+        with fh:
+            st = os.fstat(fh.fileno())
+            if st.st_ino != self.inode or st.st_size < self.offset:
+                self.offset, self.inode, self.table = 0, st.st_ino, MetricTable()
+            fh.seek(self.offset)
+            while raw := fh.readline(1 << 20):
+                if not raw.endswith(b"\n"):
+                    if len(raw) < 1 << 20:
+                        break  # a record still being written: read it next time
+                    while raw and not raw.endswith(b"\n"):
+                        self.offset += len(raw)
+                        raw = fh.readline(1 << 20)
+                self.offset += len(raw)
+                try:
+                    record = validate_record(json.loads(raw))
+                except ValueError:
+                    continue
+                if record is not None:
+                    values = {k: float(v) for k, v in record.items() if k not in ("step", "time")}
+                    self.table.add(record["step"], values, float(record["time"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "inode": self.inode, "table": self.table.to_json()}
+
+    def load(self, data: dict[str, Any]) -> None:
+        self.offset, self.inode = int(data["offset"]), int(data["inode"])
+        self.table = MetricTable.from_json(data["table"])
+
+
+def summarize(
+    target: str | os.PathLike[str],
+    *,
+    rank: int | None = None,
+    final: bool = False,
+    exit_code: int | None = None,
+    state: str | None = None,
+    write: bool = True,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Summary of a job folder or a single log file; writes the summary files into a job folder."""
+    path = Path(target)
+    if not path.exists():
+        raise LogError(f"{path}: no such job folder or log file")
+    now = time.time() if now is None else now
+    job_dir = path if path.is_dir() else None
+    logs = find_logs(path) if job_dir else [path]
+    saved = _read_json(path / STATE_FILE) if job_dir else None
+    if saved is None or saved.get("version") != STATE_VERSION or saved.get("rank") != rank:
+        saved = {}
+    scanners: list[LogScanner] = []
+    for log in logs:
+        old = saved.get("logs", {}).get(str(log))
+        scanner = LogScanner.from_json(old) if old else LogScanner(log, rank=rank)
+        scanner.scan()
+        scanners.append(scanner)
+    cursor = MetricsCursor(path / METRICS_FILE) if job_dir else None
+    if cursor is not None:
+        if saved.get("metrics"):
+            cursor.load(saved["metrics"])
+        cursor.scan()
+    plan = _read_json(path / "plan.json") if job_dir else None
+    prior_final = saved.get("final")
+    if final:
+        events, _ = _events(scanners)
+        preempted = job_dir is not None and (job_dir / "PREEMPTED").exists()
+        end_state, cause = classify_failure(exit_code, events, preempted)
+        prior_final = {"state": end_state, "exit_code": exit_code, "cause": cause, "end": now}
+    summary = _build(path, job_dir, scanners, cursor, plan, prior_final, state, now)
+    if write and job_dir is not None:
+        new_state = {
+            "version": STATE_VERSION,
+            "rank": rank,
+            "final": prior_final,
+            "logs": {str(s.path): s.to_json() for s in scanners},
+            "metrics": cursor.to_json() if cursor else None,
+        }
+        atomic_write(job_dir / STATE_FILE, json.dumps(new_state))
+        write_summary_files(
+            job_dir, summary, cursor.table if cursor and cursor.table.records else _log_table(scanners)
+        )
+    return summary
+
+
+def write_summary_files(job_dir: Path, summary: dict[str, Any], table: MetricTable) -> None:
+    from gputrain.logs.plot import write_curves
+    from gputrain.logs.report import render_text
+
+    atomic_write(job_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write(job_dir / "job_summary.txt", render_text(summary))
+    if write_curves(table, job_dir / "curves.png"):
+        summary["curves"] = str(job_dir / "curves.png")
+
+
+def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], str | None]:
+    events: dict[str, str] = {}
+    traceback: str | None = None
+    for scanner in scanners:
+        events.update(scanner.events)
+        traceback = scanner.traceback or traceback
+        tail_events, tail_tb = scanner.tail()
+        events.update(tail_events)
+        traceback = tail_tb or traceback
+    return events, traceback
+
+
+def _log_table(scanners: list[LogScanner]) -> MetricTable:
+    return max((s.table for s in scanners), key=lambda t: t.records, default=MetricTable())
+
+
+def _iso(stamp: float | None) -> str | None:
+    return None if stamp is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+def _build(
+    path: Path,
+    job_dir: Path | None,
+    scanners: list[LogScanner],
+    cursor: MetricsCursor | None,
+    plan: dict[str, Any] | None,
+    final: dict[str, Any] | None,
+    state: str | None,
+    now: float,
+) -> dict[str, Any]:
+    table = cursor.table if cursor is not None and cursor.table.records else _log_table(scanners)
+    events, traceback = _events(scanners)
+    progress: dict[str, float] = {}
+    for scanner in scanners:
+        progress.update(scanner.progress)
+    plan = plan or {}
+    config = plan.get("config") or {}
+    estimate = plan.get("estimate") or {}
+
+    exit_code = final.get("exit_code") if final else None
+    if final:
+        state, cause = final["state"], final["cause"]
+    else:
+        state = state or "UNKNOWN"
+        cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
+    ended = final is not None or state in TERMINAL
+    log_mtimes = [s.path.stat().st_mtime for s in scanners if s.path.exists()]
+    start = table.first_time
+    if start is None and job_dir is not None and (job_dir / "plan.json").exists():
+        start = (job_dir / "plan.json").stat().st_mtime
+    end = final["end"] if final else (max(log_mtimes, default=None) if ended else None)
+    duration = ((end if end is not None else now) - start) if start is not None else None
+
+    done = max(table.max_step, int(progress.get("step", -1)))
+    planned = (
+        estimate.get("total_steps") or (config.get("train") or {}).get("max_steps") or progress.get("total")
+    )
+    planned = int(planned) if planned else None
+    steps_per_hour = None
+    if table.first_time is not None and table.last_time and table.last_time > table.first_time:
+        first_step = min((m.first[0] for m in table.metrics.values()), default=0.0)
+        steps_per_hour = (table.max_step - first_step) / (table.last_time - table.first_time) * 3600
+    elif progress.get("steps_per_s"):
+        steps_per_hour = progress["steps_per_s"] * 3600
+    eta = None
+    if not ended and planned and steps_per_hour and done >= 0:
+        eta = max(0.0, (planned - done) / steps_per_hour * 3600)
+
+    gpus = int(plan.get("gpus_per_node") or 0) * int(plan.get("nodes") or 1)
+    rate = estimate.get("gpu_hourly_usd")
+    gpu_hours = duration / 3600 * gpus if duration is not None and gpus else None
+    metrics = {
+        key: {
+            "first": s.first[1],
+            "last": s.last[1],
+            "best": s.best(key)[1],
+            "best_step": s.best(key)[0],
+            "count": s.count,
+            "better": "lower" if lower_is_better(key) else "higher",
+            "median": s.median(),
+        }
+        for key, s in table.metrics.items()
+    }
+    throughput = {
+        k: table.metrics[k].median() for k in ("tokens_per_s", "samples_per_s") if k in table.metrics
+    }
+    mem = table.metrics.get("gpu_mem_gib")
+    checkpoints = (
+        sorted(p.name for p in (job_dir / "checkpoints").iterdir())
+        if job_dir is not None and (job_dir / "checkpoints").is_dir()
+        else []
+    )
+    result = _read_json(job_dir / "result.json") if job_dir is not None else None
+    return {
+        "version": STATE_VERSION,
+        "target": str(path),
+        "name": plan.get("recipe") or (job_dir.name if job_dir else path.name),
+        "job_dir": str(job_dir) if job_dir else None,
+        "state": state,
+        "final": final is not None,
+        "exit_code": exit_code,
+        "cause": cause,
+        "cause_label": CAUSE_LABELS.get(cause) if cause else None,
+        "failure": describe(cause, exit_code, events) if cause else None,
+        "events": events,
+        "traceback": traceback
+        if cause in ("exception", "cuda_oom", "nccl", "exit_code") or not ended
+        else None,
+        "start": _iso(start),
+        "end": _iso(end),
+        "duration_s": duration,
+        "hardware": {
+            "gpu": plan.get("gpu"),
+            "gpus_per_node": plan.get("gpus_per_node"),
+            "nodes": plan.get("nodes"),
+            "world_size": plan.get("world_size"),
+        }
+        if plan
+        else None,
+        "steps": {"done": done if done >= 0 else None, "planned": planned},
+        "steps_per_hour": steps_per_hour,
+        "eta_s": eta,
+        "throughput": throughput,
+        "peak_gpu_mem_gib": mem.hi[1] if mem else None,
+        "cost": {
+            "gpu_hours": gpu_hours,
+            "gpu_hourly_usd": rate,
+            "usd": gpu_hours * rate if gpu_hours is not None and rate is not None else None,
+        },
+        "checkpoints": checkpoints,
+        "result": result,
+        "metrics": metrics,
+        "series": {k: table.metrics[k].series for k in _curve_keys(table)},
+        "ranks": sorted({r for s in scanners for r in s.ranks}),
+        "sources": {
+            "metrics": str(cursor.path) if cursor and cursor.table.records else None,
+            "logs": [str(s.path) for s in scanners],
+            "formats": {k: v for s in scanners for k, v in s.formats.items()},
+        },
+        "updated_at": _iso(now),
+    }
+
+
+def _curve_keys(table: MetricTable, limit: int = 6) -> list[str]:
+    """Metrics worth a curve: losses and rewards first, then the rest, skipping lr/time/epoch noise."""
+    keys = [k for k in table.metrics if k not in ("epoch", "lr", "time") and table.metrics[k].count > 1]
+    keys.sort(key=lambda k: (0 if "loss" in k else 1 if "reward" in k else 2, k))
+    return keys[:limit]
