@@ -1,0 +1,306 @@
+"""A small client for RunPod's REST API v2 (``https://api.runpod.io/v2``), on httpx.
+
+Why its own client: the retry rules differ per call. Reads and deletes are idempotent and are retried on
+5xx, 429 (honouring ``Retry-After``) and lost connections. A create is retried only on 429, because a
+create whose answer was lost may still have made a (billed) pod; after such a loss the caller looks the
+pod up by its deterministic name instead of creating another. Errors come back as RFC 9457 problem objects
+and are turned into one-line :class:`RunPodError` messages; capacity refusals get their own type so that
+``up`` can try other data centres or the other cloud.
+
+The API key is sent only in the ``Authorization`` header; debug output redacts it and the pod's env.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputrain.backends.runpod.pods import Pod
+from gputrain.errors import RunPodError
+
+if TYPE_CHECKING:
+    import httpx
+
+DEFAULT_BASE_URL = "https://api.runpod.io"
+BASE_URL_ENV = "GPUTRAIN_RUNPOD_API_URL"
+API_KEY_ENV = "RUNPOD_API_KEY"
+MAX_RETRY_AFTER_S = 300.0
+
+# RunPod's capacity refusals carry no machine-readable code, only a human-readable detail (the OpenAPI
+# document says so for createPod's 400), so the detail is matched.
+_CAPACITY_RE = re.compile(
+    r"no longer any instances|no instances available|not enough (?:free )?(?:gpus|capacity)|"
+    r"insufficient capacity|could not be placed|no capacity|out of capacity",
+    re.IGNORECASE,
+)
+
+
+class RunPodCapacityError(RunPodError):
+    """The requested GPU type/count has no free machines in the requested cloud and data centres."""
+
+
+class RunPodNotFound(RunPodError):
+    """The pod (or other resource) does not exist (any more)."""
+
+
+def load_api_key(env: dict[str, str] | None = None, home: Path | None = None) -> str:
+    """The key from ``RUNPOD_API_KEY`` or RunPod's own ``~/.runpod/config.toml``; never from a flag."""
+    env = dict(os.environ) if env is None else env
+    key = (env.get(API_KEY_ENV) or "").strip()
+    if key:
+        return key
+    config = (home or Path.home()) / ".runpod" / "config.toml"
+    if config.is_file():
+        key = _key_from_config(config.read_text(encoding="utf-8", errors="replace"))
+        if key:
+            return key
+    raise RunPodError(
+        f"{API_KEY_ENV} is not set: export it (or run `runpodctl config` to write ~/.runpod/config.toml); "
+        "it is never accepted as a flag"
+    )
+
+
+def _key_from_config(text: str) -> str:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the file is one flat table in practice
+        match = re.search(r'^\s*api_?key\s*=\s*"([^"]+)"', text, re.MULTILINE | re.IGNORECASE)
+        return match.group(1).strip() if match else ""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return ""
+    tables = [data, *(v for v in data.values() if isinstance(v, dict))]
+    for table in tables:
+        for name in ("apikey", "api_key", "apiKey"):
+            value = table.get(name)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return ""
+
+
+def redact(obj: Any) -> Any:
+    """A copy safe to print: Authorization headers and every env value are replaced by ``***``."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            lowered = str(key).lower()
+            if lowered in ("authorization", "proxy-authorization"):
+                out[key] = "***"
+            elif lowered == "env" and isinstance(value, dict):
+                out[key] = {name: "***" for name in value}
+            else:
+                out[key] = redact(value)
+        return out
+    if isinstance(obj, list):
+        return [redact(v) for v in obj]
+    return obj
+
+
+def problem_message(status: int, body: Any, what: str) -> str:
+    """One line from an RFC 9457 problem object (or whatever the server sent instead)."""
+    if isinstance(body, dict) and ("detail" in body or "title" in body):
+        title = str(body.get("title") or "").strip()
+        detail = str(body.get("detail") or "").strip()
+        text = f"{status} {title}: {detail}" if detail else f"{status} {title}"
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors:
+            text += " (" + "; ".join(str(e) for e in errors[:5]) + ")"
+    else:
+        snippet = str(body or "").strip()[:200]
+        text = f"{status} {snippet}" if snippet else f"HTTP {status}"
+    return " ".join(f"RunPod API {what} failed: {text}".split())
+
+
+class RunPodClient:
+    """Pods endpoints of the v2 API with the retry policy described in the module docstring."""
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str | None = None,
+        *,
+        max_attempts: int = 5,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        timeout_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        debug: bool | None = None,
+    ) -> None:
+        import httpx
+
+        self._key = api_key
+        self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._sleep = sleep
+        self.debug = bool(os.environ.get("GPUTRAIN_DEBUG")) if debug is None else debug
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout_s,
+            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "gputrain"},
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RunPodClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- pods -------------------------------------------------------------------------------------------
+    def list_pods(self) -> list[Pod]:
+        body = self._json("GET", "/v2/pods", what="list pods")
+        return [Pod.from_api(p) for p in body.get("pods", [])]
+
+    def get_pod(self, pod_id: str) -> Pod:
+        return Pod.from_api(self._json("GET", f"/v2/pods/{pod_id}", what=f"get pod {pod_id}"))
+
+    def find_pods(self, name: str) -> list[Pod]:
+        """Live pods (anything not TERMINATED) carrying exactly this name."""
+        return [p for p in self.list_pods() if p.name == name and p.status != "TERMINATED"]
+
+    def create_pod(self, body: dict[str, Any]) -> Pod:
+        """POST /v2/pods, retried on 429 only; a lost answer is resolved by looking the name up."""
+        import httpx
+
+        name = str(body["name"])
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                response = self._send("POST", "/v2/pods", json=body)
+            except httpx.TransportError as exc:
+                return self._recover_lost_create(name, f"connection lost ({type(exc).__name__})")
+            if response.status_code == 429 and attempt < self.max_attempts:
+                self._wait(response, attempt)
+                continue
+            if response.status_code >= 500:
+                return self._recover_lost_create(name, f"server answered {response.status_code}")
+            if response.status_code != 201 and response.status_code != 200:
+                self._raise(response, "create pod")
+            return Pod.from_api(response.json())
+        raise RunPodError("RunPod API create pod failed: still rate limited (429) after retries")
+
+    def _recover_lost_create(self, name: str, why: str) -> Pod:
+        found = self.find_pods(name)
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            ids = ", ".join(p.id for p in found)
+            raise RunPodError(f"create pod {name}: {why}, and now {len(found)} pods carry that name ({ids})")
+        raise RunPodError(
+            f"create pod {name}: {why}; no pod with that name exists, so nothing was started — run `up` again"
+        )
+
+    def delete_pod(self, pod_id: str) -> bool:
+        """Terminate a pod. True when this call deleted it, False when it was already gone (404)."""
+        try:
+            self._json("DELETE", f"/v2/pods/{pod_id}", what=f"terminate pod {pod_id}")
+        except RunPodNotFound:
+            return False
+        return True
+
+    def pod_logs(self, pod_id: str, tail: int = 200) -> list[str]:
+        """Recent container log lines (the SSE stream read until the server closes it)."""
+        import json
+
+        params = {"source": "container", "tail": tail}
+        response = self._request("GET", f"/v2/pods/{pod_id}/logs", params=params)
+        if response.status_code != 200:
+            self._raise(response, f"logs of pod {pod_id}")
+        lines = []
+        for raw in response.text.splitlines():
+            if raw.startswith("data:"):
+                try:
+                    lines.append(str(json.loads(raw[5:].strip()).get("line", "")))
+                except ValueError:
+                    continue
+        return lines
+
+    # -- plumbing -----------------------------------------------------------------------------------------
+    def _json(self, method: str, path: str, *, what: str, **kwargs: Any) -> dict[str, Any]:
+        response = self._request(method, path, **kwargs)
+        if response.status_code >= 400:
+            self._raise(response, what)
+        if response.status_code == 204 or not response.content:
+            return {}
+        data = response.json()
+        return data if isinstance(data, dict) else {"items": data}
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Idempotent calls: retried on 429, 5xx and transport errors with backoff."""
+        import httpx
+
+        for attempt in range(1, self.max_attempts + 1):
+            last = attempt == self.max_attempts
+            try:
+                response = self._send(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                if last:
+                    raise RunPodError(
+                        f"RunPod API {method} {path}: cannot reach {self.base_url} ({type(exc).__name__})"
+                    ) from None
+                self._sleep(self._backoff(attempt))
+                continue
+            if (response.status_code == 429 or response.status_code >= 500) and not last:
+                self._wait(response, attempt)
+                continue
+            return response
+        raise AssertionError("unreachable")
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        if self.debug:
+            shown = redact({"headers": dict(self._http.headers), "json": kwargs.get("json")})
+            print(f"debug: {method} {self.base_url}{path} {shown}", file=sys.stderr)
+        response = self._http.request(method, path, **kwargs)
+        if self.debug:
+            print(f"debug: -> {response.status_code}", file=sys.stderr)
+        return response
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
+
+    def _wait(self, response: httpx.Response, attempt: int) -> None:
+        delay = retry_after_s(response.headers.get("Retry-After"))
+        if delay is None:
+            delay = self._backoff(attempt)
+        elif delay > MAX_RETRY_AFTER_S:
+            self._raise(response, "request (rate limited)")
+        self._sleep(delay)
+
+    def _raise(self, response: httpx.Response, what: str) -> None:
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        message = problem_message(response.status_code, body, what)
+        if response.status_code == 401:
+            raise RunPodError(message + f" — check {API_KEY_ENV}")
+        if response.status_code == 404:
+            raise RunPodNotFound(message)
+        detail = str(body.get("detail", "")) if isinstance(body, dict) else str(body)
+        if response.status_code == 400 and _CAPACITY_RE.search(detail):
+            raise RunPodCapacityError(message)
+        raise RunPodError(message)
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None when absent/garbled."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,122 @@
+"""Pods as gputrain sees them: the typed subset of the API's Pod object, the pod name and the create body.
+
+The pod name is deterministic (recipe, GPU, count, image and the resolved config), so running ``up`` twice
+finds the first pod instead of paying for a second one. Pure functions only; no HTTP here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+LIVE_STATES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR")
+NAME_PREFIX = "gputrain-"
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    host: str
+    port: int
+    username: str
+
+
+@dataclass(frozen=True)
+class Pod:
+    id: str
+    name: str
+    status: str
+    cost_per_hour: float
+    gpu_id: str | None
+    gpu_count: int
+    cloud: str | None
+    data_center: str | None
+    ssh_direct: SshEndpoint | None
+    created_at: str | None
+    started_at: str | None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Pod:
+        ssh = data.get("ssh") or {}
+        direct = ssh.get("direct") if isinstance(ssh, dict) else None
+        endpoint = None
+        if isinstance(direct, dict) and direct.get("host") and direct.get("port"):
+            user = str(direct.get("username") or "root")
+            endpoint = SshEndpoint(str(direct["host"]), int(direct["port"]), user)
+        gpu = data.get("gpu") or {}
+        return cls(
+            id=str(data.get("id", "")),
+            name=str(data.get("name", "")),
+            status=str(data.get("status", "UNKNOWN")),
+            cost_per_hour=float(data.get("cost") or 0.0),
+            gpu_id=gpu.get("id"),
+            gpu_count=int(gpu.get("count") or 0),
+            cloud=data.get("cloud"),
+            data_center=data.get("dataCenterId"),
+            ssh_direct=endpoint,
+            created_at=data.get("createdAt"),
+            started_at=data.get("startedAt"),
+        )
+
+    @property
+    def ready_for_ssh(self) -> bool:
+        return self.status == "RUNNING" and self.ssh_direct is not None
+
+
+def pod_name(recipe: str, gpu: str, count: int, image: str, config: dict[str, Any]) -> str:
+    """``gputrain-<recipe>-<gpu>x<count>-<hash>``: same inputs, same pod."""
+    digest = hashlib.sha256(
+        json.dumps([recipe, gpu, count, image, config], sort_keys=True, default=str).encode()
+    ).hexdigest()[:10]
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{recipe}-{gpu}x{count}".lower()).strip("-")[:40]
+    return f"{NAME_PREFIX}{slug}-{digest}"
+
+
+def create_body(
+    *,
+    name: str,
+    image: str,
+    gpu_id: str,
+    gpu_count: int,
+    disk_gb: int,
+    volume_gb: int | None,
+    env: dict[str, str],
+    public_key: str,
+    cloud: str,
+    data_centers: list[str] | None,
+    min_cuda: str | None,
+) -> dict[str, Any]:
+    """The CreatePodRequest body. The per-run public key rides in ``PUBLIC_KEY``, which the image's entry
+    script (templates/run.sh.j2) installs before starting sshd; secrets never go into ``env``."""
+    gpu: dict[str, Any] = {"id": gpu_id, "count": gpu_count}
+    if min_cuda:
+        gpu["minCudaVersion"] = min_cuda
+    body: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "gpu": gpu,
+        "cloud": cloud,
+        "disk": disk_gb,
+        "ports": ["22/tcp"],
+        "env": {**env, "PUBLIC_KEY": public_key},
+    }
+    if volume_gb:
+        body["mounts"] = {"persistent": {"size": max(10, volume_gb), "path": "/workspace"}}
+    if data_centers:
+        body["dataCenterIds"] = list(data_centers)
+    return body
+
+
+def cost_so_far(pod: Pod, started_monotonic: float, now_monotonic: float) -> float:
+    """USD spent: the pod's hourly ``cost`` × time since it started (or since we created it)."""
+    seconds = max(0.0, now_monotonic - started_monotonic)
+    if pod.started_at:
+        try:
+            started = datetime.fromisoformat(pod.started_at.replace("Z", "+00:00"))
+            seconds = max(seconds, (datetime.now(timezone.utc) - started).total_seconds())
+        except ValueError:
+            pass
+    return pod.cost_per_hour * seconds / 3600.0

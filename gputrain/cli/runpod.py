@@ -1,0 +1,133 @@
+"""``gputrain runpod up|status|list|down|logs`` and ``gputrain docker``.
+
+    export RUNPOD_API_KEY=...      # only from the environment (or ~/.runpod/config.toml); never a flag
+    gputrain docker recipes/gnn_coloring.yaml --gpu B200 --out build/
+    gputrain runpod up recipes/gnn_coloring.yaml --gpu B200 --gpus 8 --image me/gnn:latest \\
+        --data training_data/
+    gputrain runpod list ; gputrain runpod status NAME ; gputrain runpod logs NAME -f
+    gputrain runpod down NAME ; gputrain runpod down --all
+
+Command bodies import httpx and the planner lazily so ``gputrain --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    name="runpod",
+    help="Train on a RunPod pod: up (create, upload, train, download, terminate), status, list, down, logs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.command()
+def up(
+    recipe: Path = typer.Argument(..., help="recipe YAML"),
+    gpu: str = typer.Option(..., "--gpu", help="catalog GPU name (B200, H100, ...) or cpu for a CPU pod"),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs on the pod (default: the recipe's)"),
+    image: str = typer.Option(..., "--image", help="image built from `gputrain docker` output"),
+    data: Path | None = typer.Option(None, "--data", help="local file or folder to upload"),
+    disk: int = typer.Option(100, "--disk", help="container disk, GB"),
+    volume: int | None = typer.Option(None, "--volume", help="persistent /workspace volume, GB"),
+    cloud: str = typer.Option("SECURE", "--cloud", help="SECURE or COMMUNITY"),
+    data_center: list[str] = typer.Option([], "--data-center", help="preferred data centre (repeatable)"),
+    other_cloud: bool = typer.Option(False, "--other-cloud", help="on no capacity, try the other cloud"),
+    keep: bool = typer.Option(False, "--keep", help="leave the pod running afterwards"),
+    ready_timeout: float = typer.Option(900.0, "--ready-timeout", help="seconds to wait for SSH"),
+    poll: float = typer.Option(5.0, "--poll", help="seconds between status polls"),
+    set_: list[str] = typer.Option([], "--set", help="override a recipe value: a.b=v"),
+    logs_dir: Path = typer.Option(Path("logs"), "--logs-dir", help="where job folders go"),
+    remote_dir: str | None = typer.Option(None, "--remote-dir", help="folder on the pod"),
+    bwlimit: int | None = typer.Option(None, "--bwlimit", help="upload limit, KiB/s"),
+    name: str | None = typer.Option(None, "--name", help="pod name (default: derived from the run)"),
+) -> None:
+    """Create (or reuse) a pod, train on it, download the results and terminate it."""
+    from gputrain.backends.runpod.up import Up, UpOptions
+    from gputrain.errors import RunPodError
+
+    cloud = cloud.upper()
+    if cloud not in ("SECURE", "COMMUNITY"):
+        raise RunPodError(f"--cloud {cloud}: use SECURE or COMMUNITY")
+    opts = UpOptions(
+        recipe_path=recipe, gpu=gpu, gpus=gpus, image=image, data=data, disk_gb=disk, volume_gb=volume,
+        cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud, keep=keep,
+        ready_timeout_s=ready_timeout, poll_s=poll, overrides=list(set_), logs_dir=logs_dir,
+        remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name,
+    )
+    rc = Up(opts).run()
+    raise typer.Exit(rc)
+
+
+@app.command("list")
+def list_pods(
+    all_: bool = typer.Option(False, "--all", help="every live pod of the account, not only gputrain's"),
+) -> None:
+    """Pods this tool started (registry) with their live status and cost per hour."""
+    from gputrain.backends.runpod.manage import list_rows
+
+    for row in list_rows(include_foreign=all_):
+        print(row)
+
+
+@app.command()
+def status(name: str = typer.Argument(..., help="pod name (job id) or pod id")) -> None:
+    """Live status of one pod, its SSH command and cost so far."""
+    from gputrain.backends.runpod.manage import status_lines
+
+    for line in status_lines(name):
+        print(line)
+
+
+@app.command()
+def down(
+    name: str | None = typer.Argument(None, help="pod name (job id) or pod id"),
+    all_: bool = typer.Option(False, "--all", help="terminate every live gputrain-* pod (orphans too)"),
+) -> None:
+    """Terminate a pod (a pod that is already gone counts as done)."""
+    from gputrain.backends.runpod.manage import down_all, down_one
+    from gputrain.errors import RunPodError
+
+    if all_ == (name is not None):
+        raise RunPodError("give a pod NAME or --all (not both)")
+    for line in down_all() if all_ else down_one(str(name)):
+        print(line)
+
+
+@app.command()
+def logs(
+    name: str = typer.Argument(..., help="pod name (job id)"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new lines"),
+    pod: bool = typer.Option(False, "--pod", help="the container log from RunPod's API instead"),
+) -> None:
+    """The job's streamed training log (or the pod's container log with --pod)."""
+    from gputrain.backends.runpod.manage import print_logs
+
+    print_logs(name, follow=follow, from_api=pod)
+
+
+def register(root: typer.Typer) -> None:
+    """Adds ``gputrain docker``."""
+
+    @root.command("docker")
+    def docker(
+        recipe: Path = typer.Argument(..., help="recipe YAML"),
+        gpu: str = typer.Option(..., "--gpu", help="catalog GPU name the image must support"),
+        gpus: int | None = typer.Option(None, "--gpus", help="GPUs per pod for run_multigpu.sh"),
+        out: Path = typer.Option(Path("build"), "--out", help="output folder (the docker build context)"),
+        set_: list[str] = typer.Option([], "--set", help="override a recipe value: a.b=v"),
+    ) -> None:
+        """Write Dockerfile, build_and_push.sh, run.sh, run_multigpu.sh and plan.json for a recipe."""
+        from gputrain.backends.runpod.bundle import write_bundle
+        from gputrain.planner import make_plan
+
+        plan = make_plan(recipe, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_), target="docker")
+        for path in write_bundle(plan, out):
+            print(path)
+        print(f"next: (cd {out} && ./build_and_push.sh <registry>/<image>:<tag>)", file=sys.stderr)
