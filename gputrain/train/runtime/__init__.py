@@ -14,22 +14,26 @@ and starts with ``ctx = setup_run()``. A skeleton that resumes, logs, and surviv
         model = ctx.compile(model)                              # only if train.compile and CUDA+triton
         opt = torch.optim.AdamW(model.parameters(), lr=ctx.get("train.learning_rate"))
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+        loader, sampler = ctx.make_loader(dataset, ctx.get("train.batch_size"))  # DistributedSampler
         pos = {"epoch": 0, "batch": 0}                          # sampler position: a plain dict
         state = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": ctx.scaler, "pos": pos}
         step = 0
         if (ckpt := ctx.checkpoints.restore(state)) is not None:  # in place: weights, optim, RNG...
             step, pos = ckpt.step, ckpt.state["pos"]             # ...plain values come back here
-        while step < total_steps:
-            with ctx.autocast():                                # bf16 / fp16 autocast, nothing on fp32
-                loss = model(batch)
-            grad_norm = ctx.optimizer_step(loss, opt, model.parameters())  # scaler + train.grad_clip
-            step += 1
-            ctx.metrics.log(step, loss=loss.item(), lr=sched.get_last_lr()[0])  # rank 0 only
-            state["pos"] = {"epoch": epoch, "batch": i + 1}
-            if ctx.should_stop():                               # collective: call on every rank
-                ctx.exit_for_requeue(step, state)               # checkpoint, PREEMPTED, exit 75
-            if step % ctx.get("train.save_every", 100) == 0:
-                ctx.checkpoints.save(step, state)               # collective: call on every rank
+        for epoch in range(pos["epoch"], epochs):
+            sampler.set_epoch(epoch)
+            skip = pos["batch"] if epoch == pos["epoch"] else 0
+            for i, batch in enumerate(islice(loader, skip, None), start=skip):
+                with ctx.autocast():                            # bf16 / fp16 autocast, nothing on fp32
+                    loss = model(batch)
+                grad_norm = ctx.optimizer_step(loss, opt, model.parameters())  # scaler + train.grad_clip
+                step += 1
+                ctx.metrics.log(step, loss=loss.item(), grad_norm=grad_norm)  # rank 0 only
+                state["pos"] = {"epoch": epoch, "batch": i + 1}
+                if ctx.should_stop():                           # collective: call on every rank
+                    ctx.exit_for_requeue(step, state)           # checkpoint, PREEMPTED, exit 75
+                if step % ctx.get("train.save_every", 100) == 0:
+                    ctx.checkpoints.save(step, state)           # collective: call on every rank
         ctx.write_json("result.json", {...})                    # rank 0 writes atomically
         return 0
 
@@ -41,10 +45,12 @@ resolved recipe), ``plan, job_dir, seed, args`` (argv left after ``--plan/--job-
 (``.name`` bf16|fp16|fp32, ``.dtype``), ``checkpoints`` (:class:`CheckpointManager`), ``metrics``
 (:class:`Metrics`, ``.log(step, **numbers)``, writes ``metrics.jsonl`` through
 ``gputrain.logs.schema.MetricsWriter`` plus W&B/TensorBoard per ``tracking:``), ``preemption``.
-Helpers: ``get(dotted, default)``, ``print0``, ``autocast()``, ``scaler`` (a disabled GradScaler unless
-fp16), ``optimizer_step``, ``wrap_ddp``, ``compile``, ``seed_per_rank``, ``should_stop()``,
-``exit_for_requeue(step, state)``, ``all_reduce_mean(**values)``, ``barrier()``, ``write_json``,
-``close()`` (barrier before destroy_process_group: NOTES.md trap).
+Helpers: ``get(dotted, default)``, ``make_loader`` (DistributedSampler + a private generator: a loader
+without one draws from the global RNG on every ``iter()``, which breaks bit-exact resume), ``print0``,
+``autocast()``, ``scaler`` (a disabled GradScaler unless fp16), ``optimizer_step``, ``wrap_ddp``,
+``compile``, ``seed_per_rank``, ``should_stop()``, ``exit_for_requeue(step, state)``,
+``all_reduce_mean(**values)``, ``barrier()``, ``write_json``, ``close()`` (barrier before
+destroy_process_group: NOTES.md trap).
 
 Rules the runtime relies on: ``checkpoints.save``, ``should_stop``, ``exit_for_requeue``,
 ``all_reduce_mean`` and ``barrier`` are collectives (every rank calls them at the same point).

@@ -112,9 +112,34 @@ class RunContext:
         optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
+    def make_loader(
+        self, dataset: Any, batch_size: int, *, shuffle: bool = True, drop_last: bool = False, **kwargs: Any
+    ) -> tuple[torch.utils.data.DataLoader[Any], torch.utils.data.DistributedSampler[Any]]:
+        """A loader over this rank's DistributedSampler shard; resume with ``islice(loader, batch, None)``.
+
+        The loader gets its own generator: otherwise every ``iter(loader)`` draws a seed from the global
+        RNG, so an iterator re-created mid-epoch after a resume shifts every later dropout mask.
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler: DistributedSampler[Any] = DistributedSampler(
+            dataset,
+            num_replicas=self.world_size,
+            rank=self.rank,
+            shuffle=shuffle,
+            seed=self.seed,
+            drop_last=drop_last,
+        )
+        gen = torch.Generator().manual_seed(self.seed + self.rank)
+        kwargs.setdefault("num_workers", int(self.get("train.num_workers", 0)))
+        loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, generator=gen, **kwargs)
+        return loader, sampler
+
     def should_stop(self) -> bool:
         """Collective: True on every rank once any rank got SIGUSR1/SIGTERM; call it once per step."""
-        return rdist.any_rank(self.preemption.raised, self.device)
+        code = rdist.max_int(self.preemption.code, self.device)
+        self.preemption.adopt(code)
+        return code > 0
 
     def all_reduce_mean(self, **values: float) -> dict[str, float]:
         return rdist.all_reduce_mean(values, self.device)

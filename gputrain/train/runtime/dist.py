@@ -92,13 +92,13 @@ def barrier() -> None:
         dist.barrier()
 
 
-def any_rank(flag: bool, device: torch.device) -> bool:
-    """True on every rank when at least one rank passes True (a MAX all-reduce)."""
+def max_int(value: int, device: torch.device) -> int:
+    """The largest of the ranks' values, on every rank (a MAX all-reduce)."""
     if not is_dist():
-        return flag
-    t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return int(t.item())
 
 
 def all_reduce_mean(values: dict[str, float], device: torch.device) -> dict[str, float]:

@@ -14,6 +14,7 @@ from types import FrameType
 
 REQUEUE_EXIT_CODE = 75
 PREEMPTED_FILE = "PREEMPTED"
+_MANUAL_CODE = 1000
 
 
 class PreemptionFlag:
@@ -28,6 +29,24 @@ class PreemptionFlag:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signal_name is None:
             self.signal_name = signal.Signals(signum).name
+
+    @property
+    def code(self) -> int:
+        """The signal number (0: none, 1000 for ``trigger``) so ranks can agree on one with a MAX."""
+        if self.signal_name is None:
+            return 0
+        try:
+            return int(signal.Signals[self.signal_name])
+        except KeyError:
+            return _MANUAL_CODE
+
+    def adopt(self, code: int) -> None:
+        """Take the signal another rank received (after the all-reduce in ``should_stop``)."""
+        if self.signal_name is None and code > 0:
+            try:
+                self.signal_name = signal.Signals(code).name
+            except ValueError:
+                self.signal_name = "manual"  # trigger() on another rank
 
     @property
     def raised(self) -> bool:
