@@ -21,7 +21,7 @@ from gputrain.backends.runpod.pods import create_body
 from gputrain.errors import RunPodError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from runpod_fake import FakeRunPod  # noqa: E402
+from runpod_fake import FakeRunPod
 
 KEY = "rp_canary_unit_0123456789"
 
@@ -75,7 +75,7 @@ def test_5xx_that_persists_becomes_one_line_error(fake, client):
 
 
 def test_401_names_the_variable_but_never_the_key(fake):
-    with RunPodClient("wrong-key", fake.base_url, sleep=lambda s: None) as c, pytest.raises(RunPodError) as err:
+    with RunPodClient("wrong-key", fake.base_url) as c, pytest.raises(RunPodError) as err:
         c.list_pods()
     assert "401" in str(err.value) and "RUNPOD_API_KEY" in str(err.value)
     assert "wrong-key" not in str(err.value)
