@@ -1,0 +1,234 @@
+"""Slurm backend: write the job folder, ``sbatch`` it, record it; status and cancel by Slurm job id.
+
+The job folder is named after the Slurm job id, which exists only once sbatch returns, and Slurm creates no
+folders for ``--output``. So the files are staged in a hidden folder, the job is submitted ``--hold``, the
+folder renamed to ``<recipe>_job_<JOBID>_<stamp>``, the job recorded, then released. The job cannot start
+before its folder exists, and a failure at any step cancels the held job and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.backends.slurm_parse import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    SlurmJob,
+    explain_sbatch_error,
+    gres_offered,
+    parse_sacct,
+    parse_sbatch_id,
+    parse_scontrol_job,
+    parse_squeue,
+)
+from gputrain.errors import ClusterError, GputrainError
+from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
+
+if TYPE_CHECKING:
+    from gputrain.planner import Plan
+
+_TIMEOUT_S = 90.0
+
+
+def run_slurm(args: list[str], *, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run one Slurm client command; a missing binary or a hang becomes a one-line ClusterError."""
+    if shutil.which(args[0]) is None:
+        raise ClusterError(
+            f"{args[0]} not found on PATH: run this on a Slurm login node (or `module load slurm`); "
+            "`gputrain submit --dry-run` writes the script without Slurm"
+        )
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        cmd = " ".join(args)
+        raise ClusterError(f"`{cmd}` did not answer in {_TIMEOUT_S:.0f} s; check `scontrol ping`") from None
+    if check and proc.returncode != 0:
+        raise ClusterError(_one_line(args[0], proc.stderr or proc.stdout))
+    return proc
+
+
+def _one_line(cmd: str, text: str) -> str:
+    msg = " ".join(text.split()) or "no message"
+    if "unable to contact slurm controller" in msg.lower():
+        return f"Slurm controller unreachable ({cmd}: {msg}); check `scontrol ping`"
+    return f"{cmd} failed: {msg}"
+
+
+def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def render_sbatch(plan: Plan, *, logs_dir: Path, stamp: str, debug: bool = False) -> str:
+    """The job script text (pure apart from reading the template)."""
+    from gputrain.hardware.clusters import sbatch_settings
+    from gputrain.render import render_template, template_context
+
+    data = plan.to_dict()
+    context = template_context(plan)
+    context["slurm"] = sbatch_settings(
+        data["cluster"], data, logs_dir=str(logs_dir), stamp=stamp, workdir=os.getcwd(), debug=debug
+    )
+    return render_template("sbatch.j2", context)
+
+
+class SlurmBackend(Backend):
+    name = "slurm"
+
+    def __init__(self, registry: JobRegistry | None = None, *, debug: bool = False) -> None:
+        self.registry = registry or JobRegistry()
+        self.debug = debug
+
+    # ---- submit -------------------------------------------------------------------------------------
+    def submit(self, plan: Any, *, logs_dir: Path, dry_run: bool = False) -> Submission:
+        import yaml
+
+        data = plan.to_dict()
+        logs_dir = Path(logs_dir).absolute()
+        stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+        script = render_sbatch(plan, logs_dir=logs_dir, stamp=stamp, debug=self.debug)
+        data["artifacts"] = {**data.get("artifacts", {}), "job.sbatch": "job.sbatch"}
+        files = {
+            "job.sbatch": script,
+            "plan.json": json.dumps(data, indent=2, sort_keys=True) + "\n",
+            "recipe.resolved.yaml": yaml.safe_dump(data["config"], sort_keys=False),
+        }
+        recipe = data["recipe"]
+        if dry_run:
+            job_dir = logs_dir / f"{recipe}_job_dryrun_{stamp}"
+            self._write_folder(job_dir, files)
+            return Submission(job_id="dry-run", job_dir=job_dir, script=script, dry_run=True)
+
+        if shutil.which("sbatch") is None:
+            run_slurm(["sbatch"])  # raises the one-line "not found on PATH" error
+        staging = logs_dir / f".staging_{recipe}_{stamp}_{uuid.uuid4().hex[:8]}"
+        self._write_folder(staging, files)
+        try:
+            job_id = self._sbatch_held(staging / "job.sbatch", data)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        job_dir = logs_dir / f"{recipe}_job_{job_id}_{stamp}"
+        try:
+            os.rename(staging, job_dir)
+            self.registry.add(self._record(job_id, job_dir, data))
+        except (OSError, GputrainError) as exc:
+            run_slurm(["scancel", job_id])
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(job_dir, ignore_errors=True)
+            if isinstance(exc, GputrainError):
+                raise
+            raise ClusterError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
+        released = run_slurm(["scontrol", "release", job_id])
+        if released.returncode != 0:
+            run_slurm(["scancel", job_id])
+            self.registry.update(job_id, state="CANCELLED", extra={"reason": "release failed"})
+            raise ClusterError(_one_line("scontrol release", released.stderr))
+        return Submission(job_id=job_id, job_dir=job_dir, script=script)
+
+    @staticmethod
+    def _write_folder(folder: Path, files: dict[str, str]) -> None:
+        try:
+            (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                _write_atomic(folder / name, text, 0o755 if name.endswith(".sbatch") else 0o644)
+        except OSError as exc:
+            raise ClusterError(f"cannot write job folder {folder}: {exc.strerror}") from None
+
+    def _sbatch_held(self, script: Path, data: dict[str, Any]) -> str:
+        proc = run_slurm(["sbatch", "--parsable", "--hold", str(script)])
+        if proc.returncode == 0:
+            return parse_sbatch_id(proc.stdout)
+        cluster = data.get("cluster") or {}
+        gres = None
+        gres_ok = None
+        if data["gpu"] != "cpu" and data["gpus_per_node"] > 0:
+            gres = f"gpu:{cluster.get('gres_type') or ''}:{data['gpus_per_node']}".replace("::", ":")
+            info = run_slurm(["sinfo", "-h", "-o", "%G"])
+            if info.returncode == 0:
+                gres_ok = gres_offered(info.stdout, cluster.get("gres_type"), int(data["gpus_per_node"]))
+        raise ClusterError(explain_sbatch_error(
+            proc.stderr or proc.stdout, partition=cluster.get("partition"), gres=gres,
+            cluster=cluster.get("name", "?"), gres_ok=gres_ok,
+        ))
+
+    @staticmethod
+    def _record(job_id: str, job_dir: Path, data: dict[str, Any]) -> JobRecord:
+        cluster = data.get("cluster") or {}
+        return JobRecord(
+            job_id=job_id, backend="slurm", name=job_dir.name, cluster=cluster.get("name"),
+            recipe=data["recipe"], recipe_path=data["recipe_path"], job_dir=str(job_dir), state="PENDING",
+            gpu=data["gpu"], gpus_per_node=data["gpus_per_node"], nodes=data["nodes"],
+            extra={"partition": cluster.get("partition"), "user": getpass.getuser()},
+        )
+
+    # ---- status / cancel ----------------------------------------------------------------------------
+    def query(self, job_id: str) -> SlurmJob | None:
+        """scontrol (live and recently finished jobs), then sacct when accounting exists."""
+        proc = run_slurm(["scontrol", "show", "job", "-o", job_id])
+        if proc.returncode == 0:
+            return parse_scontrol_job(proc.stdout)
+        err = proc.stderr.lower()
+        if "invalid job id" not in err:
+            raise ClusterError(_one_line("scontrol", proc.stderr))
+        if shutil.which("sacct") is None:
+            return None
+        acct = run_slurm(["sacct", "-X", "-n", "-P", "-o", SACCT_FIELDS, "-j", job_id])
+        if acct.returncode != 0:
+            return None  # "accounting storage is disabled": Slurm has forgotten the job
+        return parse_sacct(acct.stdout, job_id)
+
+    def status(self, job_id: str) -> JobStatus:
+        job = self.query(job_id)
+        record = self.registry.find(job_id)
+        if job is None:
+            known = record.state if record else "UNKNOWN"
+            return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
+                             exit_code=record.exit_code if record else None, source="registry")
+        if record is not None and record.backend == "slurm":
+            self.registry.update(
+                record.job_id, state=job.state, exit_code=job.exit_code,
+                extra={"reason": job.reason, "restarts": job.restarts, "nodes": job.nodes},
+            )
+        return JobStatus(job.job_id, job.state, reason=job.reason, exit_code=job.exit_code,
+                         elapsed=job.elapsed, nodes=job.nodes, restarts=job.restarts, source=job.source)
+
+    def refresh(self, records: list[JobRecord]) -> list[JobRecord]:
+        """Bring unfinished Slurm records up to date with one squeue call (exit codes via scontrol)."""
+        todo = [r for r in records if r.backend == "slurm" and r.state not in FINAL_STATES]
+        if not todo:
+            return records
+        proc = run_slurm(["squeue", "--states=all", "-h", "-u", getpass.getuser(), "-o", SQUEUE_FORMAT])
+        if proc.returncode != 0:
+            raise ClusterError(_one_line("squeue", proc.stderr))
+        live = parse_squeue(proc.stdout)
+        updated = {}
+        for rec in todo:
+            seen = live.get(rec.job_id)
+            if seen is not None and seen.state not in FINAL_STATES and seen.state != "PENDING":
+                updated[rec.job_id] = self.registry.update(rec.job_id, state=seen.state)
+                continue
+            st = self.status(rec.job_id)  # finished or pending: exit code / restarts need scontrol
+            updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
+        return [updated.get(r.job_id, r) for r in records]
+
+    def cancel(self, job_id: str) -> None:
+        proc = run_slurm(["scancel", job_id])
+        if proc.returncode != 0:
+            raise ClusterError(_one_line("scancel", proc.stderr))
+        if self.registry.find(job_id) is not None:
+            self.registry.update(job_id, state="CANCELLED")
