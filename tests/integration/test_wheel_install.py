@@ -1,0 +1,52 @@
+"""A non-editable install carries templates/ and recipes/ (they live outside the package in the repo)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def test_wheel_ships_templates_and_recipes_and_finds_them(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(dist), str(src)], check=True)
+    wheel = next(dist.glob("gputrain-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "gputrain/templates/launch.sh.j2" in names
+    assert "gputrain/recipes/gnn_coloring.yaml" in names
+    assert "gputrain/data/catalog.yaml" in names
+
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
+                    str(wheel)], check=True)
+    probe = (
+        "import gputrain.resources as r, gputrain;"
+        "print(gputrain.__file__); print(r.templates_dir()); print(r.recipes_dir())"
+    )
+    out = subprocess.run([str(python), "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
+    module, templates, recipes = out.stdout.split()
+    assert module.startswith(str(env_dir)), "the wheel's copy must be imported, not the checkout"
+    assert templates.startswith(str(env_dir)) and recipes.startswith(str(env_dir))
+    plan = subprocess.run([str(python), "-m", "gputrain.cli.main", "plan", "gnn_coloring", "--gpu", "cpu",
+                           "--gpus", "2", "--json"], cwd=tmp_path, capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr
+    assert '"recipe": "gnn_coloring"' in plan.stdout
