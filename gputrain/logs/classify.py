@@ -89,13 +89,13 @@ def classify_failure(
 ) -> tuple[str, str | None]:
     """(state, cause) of a job that has ended; ``events`` maps cause → the last line that showed it.
 
-    Exit code 0 is COMPLETED whatever the log says (a recovered NCCL warning is not a failure), unless a
-    preemption was recorded: the runtime then exits through the requeue path.
+    Exit code 0 is COMPLETED whatever the log says: a recovered NCCL warning is not a failure, and a
+    PREEMPTED file left by an earlier attempt does not undo a resumed run that finished.
     """
-    if preempted_file or exit_code == REQUEUE_EXIT_CODE or "preempted" in events:
-        return "PREEMPTED", "preempted"
     if exit_code == 0:
         return "COMPLETED", None
+    if preempted_file or exit_code == REQUEUE_EXIT_CODE or "preempted" in events:
+        return "PREEMPTED", "preempted"
     if "time_limit" in events:
         return "TIMEOUT", "time_limit"
     cause = next((c for c in PRIORITY if c in events), None)

@@ -25,6 +25,7 @@ MAX_TRACEBACK_LINES = 120
 ALIASES = {"learning_rate": "lr", "global_step": "step", "train/loss": "loss", "train/learning_rate": "lr"}
 
 _RANK_RE = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
+_RAY_RE = re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*")  # Ray actors' prefix (verl)
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _NUM_RE = re.compile(rf"^\s*(?:np\.float\d*\()?({_NUM})\)?\s*$")
 _VERL_RE = re.compile(r"^step:\s*(\d+)\s+-\s+")
@@ -161,7 +162,7 @@ def _parse_progress(text: str, match: re.Match[str]) -> LogRecord:
         values["epoch"] = float(epoch.group(1))
         step = int(epoch.group(1)) * total + n
         total = 0
-    kind = "metrics" if len(values) > 1 or "steps_per_s" not in values else "progress"
+    kind = "progress" if set(values) <= {"steps_per_s"} else "metrics"
     return LogRecord(kind, text, fmt=fmt, step=step, total=total or None, values=values)
 
 
@@ -198,6 +199,8 @@ def parse_line(line: str) -> LogRecord:
 
 def _parse_text(text: str) -> LogRecord:
     stripped = text.lstrip()
+    if stripped.startswith("("):
+        stripped = _RAY_RE.sub("", stripped, count=1)
     record: LogRecord | None = None
     if stripped.startswith('{"'):
         record = _parse_json(stripped)

@@ -1,0 +1,154 @@
+"""Summaries of job folders and plain log files: state, cause, progress, cost, files, incremental reads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gputrain.errors import LogError
+from gputrain.logs import scan as scan_mod
+from gputrain.logs.schema import MetricsWriter, format_step_line
+from gputrain.logs.summarize import STATE_FILE, summarize
+
+DATA = Path(__file__).parent / "data" / "logs"
+T0 = 1_763_700_000.0
+
+
+def make_job(tmp_path: Path, log: str = "oom_torchrun.log", steps: int = 20) -> Path:
+    job = tmp_path / "gnn_coloring_job_42_20261121_100000"
+    (job / "checkpoints" / "step_000010").mkdir(parents=True)
+    (job / "checkpoints" / "step_000020").mkdir()
+    plan = {"recipe": "gnn_coloring", "gpu": "H100-80GB", "gpus_per_node": 4, "nodes": 2, "world_size": 8,
+            "estimate": {"total_steps": 100, "gpu_hourly_usd": 2.5}, "config": {"train": {"max_steps": 100}}}
+    (job / "plan.json").write_text(json.dumps(plan))
+    with MetricsWriter(job / "metrics.jsonl") as writer:
+        for step in range(steps):
+            writer.log(step, time=T0 + 36 * step, loss=4.0 / (step + 1), tokens_per_s=1000.0 + step,
+                       gpu_mem_gib=20.0 + step)
+    shutil.copy(DATA / log, job / "training_output.log")
+    return job
+
+
+def test_failed_job_summary_has_cause_progress_cost_and_files(tmp_path: Path) -> None:
+    job = make_job(tmp_path)
+    end = T0 + 3600.0
+    s = summarize(job, final=True, exit_code=1, now=end)
+    assert (s["state"], s["exit_code"], s["cause"]) == ("FAILED", 1, "cuda_oom")
+    assert s["failure"].startswith("CUDA out of memory: torch.OutOfMemoryError")
+    assert s["traceback"].splitlines()[-1].startswith("torch.OutOfMemoryError")
+    assert s["steps"] == {"done": 19, "planned": 100}
+    assert s["steps_per_hour"] == pytest.approx(19 / (19 * 36) * 3600)
+    assert s["eta_s"] is None  # ended: no ETA
+    assert s["duration_s"] == pytest.approx(3600.0)
+    assert s["cost"]["gpu_hours"] == pytest.approx(8.0)
+    assert s["cost"]["usd"] == pytest.approx(20.0)
+    assert s["peak_gpu_mem_gib"] == 39.0
+    assert s["throughput"]["tokens_per_s"] == pytest.approx(1009.5)
+    loss = s["metrics"]["loss"]
+    assert (loss["first"], loss["last"], loss["best"], loss["best_step"]) == (4.0, 0.2, 0.2, 19)
+    assert s["checkpoints"] == ["step_000010", "step_000020"]
+    assert s["hardware"]["gpu"] == "H100-80GB"
+
+    on_disk = json.loads((job / "summary.json").read_text())
+    assert on_disk["state"] == "FAILED" and on_disk["final"] is True
+    text = (job / "job_summary.txt").read_text()
+    assert "FAILED (exit 1)" in text and "CUDA out of memory" in text and "8.00 GPU-h ≈ $20.00" in text
+    assert "last traceback:" in text
+    assert not [p for p in job.iterdir() if p.name.startswith(".") and p.name != STATE_FILE]  # no temp files
+    pytest.importorskip("matplotlib")
+    assert (job / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_running_job_gets_eta_and_keeps_final_state_once_recorded(tmp_path: Path) -> None:
+    job = make_job(tmp_path, log="hf_trainer.log")
+    running = summarize(job, state="RUNNING", now=T0 + 1000)
+    assert running["state"] == "RUNNING" and running["final"] is False
+    assert running["eta_s"] == pytest.approx((100 - 30) / 100 * 3600)  # 100 steps/h; 30 done (from tqdm)
+    summarize(job, final=True, exit_code=0, now=T0 + 2000)
+    later = summarize(job, now=T0 + 9000)  # an on-demand summary after the job ended
+    assert (later["state"], later["exit_code"], later["cause"]) == ("COMPLETED", 0, None)
+    assert later["end"] == "2025-11-21T05:13:20Z"
+
+
+@pytest.mark.parametrize(
+    ("log", "code", "state", "cause", "needle"),
+    [
+        ("time_limit.log", 143, "TIMEOUT", "time_limit", "DUE TO TIME LIMIT"),
+        ("preempted.log", 143, "PREEMPTED", "preempted", "DUE TO PREEMPTION"),
+        ("keyerror.log", 1, "FAILED", "exception", "KeyError: 'input_idz'"),
+        ("killed.log", 137, "FAILED", "signal", "SIGKILL"),
+    ],
+)
+def test_failure_causes_of_plain_log_files(log: str, code: int, state: str, cause: str, needle: str) -> None:
+    s = summarize(DATA / log, final=True, exit_code=code, write=False)
+    assert (s["state"], s["cause"]) == (state, cause)
+    assert needle in s["failure"] or needle in (s["traceback"] or "")
+
+
+def test_preempted_file_and_requeue_exit_code(tmp_path: Path) -> None:
+    job = make_job(tmp_path, log="hf_trainer.log")
+    assert summarize(job, final=True, exit_code=75)["state"] == "PREEMPTED"
+    (job / "PREEMPTED").write_text(json.dumps({"step": 19, "signal": "SIGUSR1", "time": T0}))
+    assert summarize(job, final=True, exit_code=1)["state"] == "PREEMPTED"
+    assert summarize(job, final=True, exit_code=0)["state"] == "COMPLETED"
+
+
+def test_other_tools_logs_give_metrics_without_metrics_jsonl() -> None:
+    s = summarize(DATA / "verl.log", write=False)
+    assert s["steps"]["done"] == 3
+    assert s["metrics"]["actor/pg_loss"]["best"] == 0.2
+    assert s["metrics"]["critic/score/mean"]["best"] == 0.375  # higher is better for scores
+    hf = summarize(DATA / "hf_trainer.log", write=False)
+    assert hf["steps"] == {"done": 30, "planned": 30}
+    assert hf["metrics"]["loss"]["first"] == 2.5123 and hf["metrics"]["loss"]["last"] == 1.7011
+
+
+def test_resummarizing_reads_only_appended_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = make_job(tmp_path, log="time_limit.log", steps=2)
+    log = job / "training_output.log"
+    fed: list[int] = []
+    original = scan_mod.LogScanner._feed
+
+    def counting(self: scan_mod.LogScanner, data: bytes) -> None:
+        fed.append(len(data))
+        original(self, data)
+
+    monkeypatch.setattr(scan_mod.LogScanner, "_feed", counting)
+    (job / "metrics.jsonl").unlink()
+    first = summarize(job)
+    assert sum(fed) == log.stat().st_size
+    assert first["metrics"]["loss"]["count"] == 2
+    extra = "".join(format_step_line(s, {"loss": 1.0 / s}, 100) + "\n" for s in range(42, 60))
+    with log.open("a") as fh:
+        fh.write(extra + "step 60/100 | loss 0.0")  # the last line is still being written
+    fed.clear()
+    second = summarize(job)
+    assert sum(fed) == len(extra) + len("step 60/100 | loss 0.0")
+    assert second["metrics"]["loss"]["count"] == 20 and second["steps"]["done"] == 59
+    with log.open("a") as fh:
+        fh.write("100\n")
+    third = summarize(job)
+    assert third["metrics"]["loss"]["last"] == 0.01 and third["steps"]["done"] == 60
+    # Same result as a summary from scratch.
+    (job / STATE_FILE).unlink()
+    assert summarize(job)["metrics"] == third["metrics"]
+
+
+def test_truncated_or_replaced_log_is_rescanned_from_the_start(tmp_path: Path) -> None:
+    job = make_job(tmp_path, log="time_limit.log", steps=0)
+    log = job / "training_output.log"
+    assert summarize(job)["steps"]["done"] == 41
+    log.write_text("step 3/100 | loss 9.0\n")  # truncated in place
+    assert summarize(job)["metrics"]["loss"]["first"] == 9.0
+    log.rename(job / "old.log.1")
+    log.write_text("step 5/100 | loss 7.0\nstep 6/100 | loss 6.0\nstep 7/100 | loss 6.5\n")
+    s = summarize(job)
+    assert (s["metrics"]["loss"]["first"], s["steps"]["done"]) == (7.0, 7)
+
+
+def test_missing_target_is_a_log_error(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="no such job folder or log file"):
+        summarize(tmp_path / "nope")
