@@ -46,6 +46,9 @@ class GRPOAlgorithm(BaseModel):
         "dr_grpo: sum / (sequences × max_completion_length); dapo: token mean over the whole update",
     )
     beta: float = Field(default=0.04, ge=0, description="weight of the k3 KL to the reference (0: none)")
+    kl_ratio_correction: bool = Field(
+        default=True, description="k3 KL times the policy ratio (TRL 1.16 default)"
+    )
     epsilon_low: float = Field(default=0.2, gt=0, lt=1, description="ratio clip below: 1 - epsilon_low")
     epsilon_high: float = Field(default=0.2, gt=0, description="clip above: 1 + epsilon_high (DAPO 0.28)")
     mask_truncated_completions: bool = Field(

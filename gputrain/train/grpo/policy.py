@@ -1,0 +1,98 @@
+"""The policy and its tokenizer: a Hugging Face checkpoint, or a tiny Qwen2 built from a config.
+
+The tiny model (``model.name: tiny-qwen2``) needs no download: its tokenizer is a byte-level BPE trained
+on the task's own text with ``tokenizers`` and wrapped in ``PreTrainedTokenizerFast``, and its weights are
+a random init of ``Qwen2Config`` sized by the recipe's ``model`` section. CPU profiles and tests use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+TINY_NAMES = ("tiny-qwen2", "tiny")
+PAD, EOS = "<|pad|>", "<|endoftext|>"
+
+
+def is_tiny(name: str) -> bool:
+    return name.lower() in TINY_NAMES
+
+
+def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
+    """A byte-level BPE tokenizer fitted to ``corpus``; left padding, as generation wants."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[PAD, EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(corpus), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS)
+    fast.padding_side = "left"
+    return fast
+
+
+def load_tokenizer(name: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(name)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def build_model(model_spec: dict[str, Any], tokenizer: Any, *, attention: str = "sdpa", seed: int = 0) -> Any:
+    """The causal LM in float32 (autocast supplies bf16/fp16 compute; the optimizer keeps fp32 weights).
+
+    ``attention`` is the plan's effective value (sdpa/flash/eager/flex); ``flash`` maps to
+    ``flash_attention_2``.
+    """
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    impl = {"flash": "flash_attention_2", "flex": "flex_attention"}.get(attention, attention)
+    if impl == "auto":
+        impl = "sdpa"
+    name = str(model_spec["name"])
+    if is_tiny(name):
+        hidden = int(model_spec.get("hidden_size") or 64)
+        heads = int(model_spec.get("num_heads") or 4)
+        config = Qwen2Config(
+            vocab_size=len(tokenizer),
+            hidden_size=hidden,
+            intermediate_size=hidden * 3,
+            num_hidden_layers=int(model_spec.get("num_layers") or 2),
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            max_position_embeddings=int(model_spec.get("seq_len") or 512),
+            tie_word_embeddings=True,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=tokenizer.eos_token_id,
+        )
+        config._attn_implementation = impl
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, attn_implementation=impl)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
+def enable_gradient_checkpointing(model: Any) -> None:
+    """Recompute activations in backward; non-reentrant so it composes with DDP and FSDP2."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

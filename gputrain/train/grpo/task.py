@@ -1,0 +1,31 @@
+"""What a GRPO entrypoint hands the core: prompts, reward components, and how to evaluate.
+
+The core (``gputrain.train.grpo.trainer``) knows nothing about code or math: grpo_code, grpo_math and
+gdpo each build one :class:`GRPOTask` and call :func:`gputrain.train.grpo.trainer.train_grpo`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Row = dict[str, Any]
+#: ``score(completions, rows) -> [len(completions)][len(reward_names)]`` rewards (NaN: not scored).
+ScoreFn = Callable[[list[str], list[Row]], list[list[float]]]
+#: ``evaluate(completions, rows) -> {metric: value}`` on held-out rows (rank 0 only).
+EvalFn = Callable[[list[str], list[Row]], dict[str, float]]
+
+
+@dataclass
+class GRPOTask:
+    name: str
+    train_rows: Sequence[Row]
+    """Each row has a ``prompt`` string plus whatever ``score`` needs (tests, answers)."""
+    eval_rows: Sequence[Row]
+    reward_names: list[str]
+    score: ScoreFn
+    evaluate: EvalFn | None = None
+    """Default evaluation: the mean of each reward component on greedy completions."""
+    corpus: list[str] = field(default_factory=list)
+    """Text a tiny model's tokenizer is fitted on (prompts and reference solutions)."""
