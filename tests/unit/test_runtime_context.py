@@ -1,0 +1,99 @@
+"""setup_run in one process: plan errors, config access, precision on CPU, signals, metrics redaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gputrain.errors import GputrainError  # noqa: E402
+from gputrain.train.runtime import REQUEUE_EXIT_CODE, setup_run  # noqa: E402
+from gputrain.train.runtime.metrics import redact  # noqa: E402
+from gputrain.train.runtime.precision import make_precision  # noqa: E402
+from gputrain.train.runtime.signals import PreemptionFlag  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _single_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "GPUTRAIN_JOB_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _plan(tmp: Path, config: dict) -> Path:
+    path = tmp / "plan.json"
+    path.write_text(json.dumps({"config": config}))
+    return path
+
+
+def test_missing_or_foreign_plan_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(GputrainError, match="plan file not found"):
+        setup_run(["--plan", str(tmp_path / "nope.json")])
+    (tmp_path / "x.json").write_text("[1, 2]")
+    with pytest.raises(GputrainError, match="no 'config' object"):
+        setup_run(["--plan", str(tmp_path / "x.json")])
+
+
+def test_context_reads_config_and_defaults_job_dir_to_plan_folder(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, {"train": {"seed": 3, "precision": "bf16", "batch_size": 4}})
+    ctx = setup_run(["--plan", str(plan), "--extra", "1"])
+    try:
+        assert (ctx.rank, ctx.world_size, ctx.is_main) == (0, 1, True)
+        assert ctx.job_dir == tmp_path
+        assert ctx.get("train.batch_size") == 4
+        assert ctx.get("train.nothing.deeper", "d") == "d"
+        assert ctx.args == ["--extra", "1"]
+        assert ctx.precision.name == "fp32"  # CPU always trains in fp32
+        assert not ctx.scaler.is_enabled()
+        ctx.metrics.log(1, loss=0.5)
+        assert not ctx.should_stop()
+        ctx.preemption.trigger()
+        assert ctx.should_stop()
+    finally:
+        ctx.close()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["loss"] == 0.5
+
+
+def test_exit_for_requeue_checkpoints_writes_preempted_and_exits_75(tmp_path: Path) -> None:
+    ctx = setup_run(["--plan", str(_plan(tmp_path, {"train": {}})), "--job-dir", str(tmp_path / "job")])
+    model = torch.nn.Linear(2, 1)
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert ctx.should_stop()
+    with pytest.raises(SystemExit) as exc:
+        ctx.exit_for_requeue(12, {"model": model})
+    assert exc.value.code == REQUEUE_EXIT_CODE == 75
+    info = json.loads((tmp_path / "job" / "PREEMPTED").read_text())
+    assert info["step"] == 12 and info["signal"] == "SIGTERM"
+    assert (tmp_path / "job" / "checkpoints" / "step_00000012" / "meta.json").is_file()
+
+
+def test_signal_sets_flag_and_uninstall_restores_handler() -> None:
+    before = signal.getsignal(signal.SIGUSR1)
+    flag = PreemptionFlag()
+    os.kill(os.getpid(), signal.SIGUSR1)
+    assert flag.raised and flag.signal_name == "SIGUSR1" and flag.code == int(signal.SIGUSR1)
+    flag.uninstall()
+    assert signal.getsignal(signal.SIGUSR1) == before
+    other = PreemptionFlag()
+    other.adopt(int(signal.SIGUSR1))
+    assert other.signal_name == "SIGUSR1"
+    other.uninstall()
+
+
+def test_precision_obeys_plan_on_cpu_and_autocast_is_a_noop() -> None:
+    prec = make_precision("fp16", torch.device("cpu"))
+    assert prec.name == "fp32" and not prec.scaler.is_enabled()
+    with prec.autocast():
+        out = torch.nn.Linear(2, 2)(torch.ones(1, 2))
+    assert out.dtype == torch.float32
+
+
+def test_secret_values_are_redacted_from_tracking_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = {"env": {"A": "prefix-s3cr3t-value"}, "secrets": ["WANDB_API_KEY"], "name": "x"}
+    out = redact(cfg, {"s3cr3t-value"})
+    assert out == {"env": {"A": "***"}, "secrets": ["WANDB_API_KEY"], "name": "x"}
