@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from gputrain.train.diffusion.masks import bd3_mask, block_diffusion_mask, reference_bd3_mask
 from gputrain.train.diffusion.hierarchy import hdp_layout
+from gputrain.train.diffusion.masks import bd3_mask, block_diffusion_mask, reference_bd3_mask
 
 
 @pytest.mark.parametrize(("n", "block"), [(4, 1), (8, 2), (12, 4), (16, 4), (16, 8), (16, 16), (24, 8)])

@@ -41,7 +41,7 @@ def sample_block_times(
     low: float = 0.0,
     high: float = 1.0,
     antithetic: bool = True,
-    min_t: float = 1e-4,
+    min_t: float = 1e-3,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:

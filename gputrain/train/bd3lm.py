@@ -1,0 +1,43 @@
+"""BD3-LM block diffusion language model on GSM8K-format text (Arriola et al., ICLR 2025).
+
+Launch (via ``gputrain run recipes/bd3lm_gsm8k.yaml``, which writes plan.json)::
+
+    torchrun --nproc_per_node 2 -m gputrain.train.bd3lm --plan JOB/plan.json --job-dir JOB
+
+Each sequence is "Question: …\\nAnswer: …" padded with end-of-text to ``model.seq_len`` tokens and split
+into blocks of ``algorithm.block_size``. Design and sources: ``gputrain.train.diffusion``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputrain.errors import GputrainError
+from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.train.diffusion.data import Segment, Tokenizer, encode_fixed
+from gputrain.train.diffusion.objective import Layout
+from gputrain.train.diffusion.trainer import Task, answer_matches, run
+from gputrain.train.runtime import RunContext, run_entrypoint
+
+
+def bd3lm_task(algo: DiffusionAlgorithm, config: dict[str, Any]) -> Task:
+    n = int((config.get("model") or {}).get("seq_len") or 1024)
+    if n % algo.block_size:
+        raise GputrainError(f"model.seq_len {n} is not a multiple of algorithm.block_size {algo.block_size}")
+
+    def encode(tok: Tokenizer, row: dict[str, str]) -> list[int]:
+        return encode_fixed(tok, [Segment(f"Question: {row['question']}\nAnswer: {row['answer']}", n)])
+
+    def describe(tok: Tokenizer, ids: list[int], row: dict[str, str]) -> dict[str, Any]:
+        text = tok.decode(ids[: ids.index(tok.eos_id)] if tok.eos_id in ids else ids)
+        return {"text": text, "well_formed": answer_matches(text, {"answer": text}) or "####" in text}
+
+    return Task("bd3lm", Layout.bd3(n, algo.block_size), encode, describe, prompted=False)
+
+
+def main(ctx: RunContext) -> int:
+    return run(ctx, bd3lm_task)
+
+
+if __name__ == "__main__":
+    run_entrypoint(main)

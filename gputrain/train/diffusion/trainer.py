@@ -1,0 +1,260 @@
+"""The training loop shared by ``gputrain.train.bd3lm`` and ``gputrain.train.hdp``.
+
+Reads top to bottom: data → model → optimizer → resume → steps (grad accumulation, preemption, periodic
+eval + clip search, checkpoints) → final eval → samples → result.json. Only the layout and the text
+encoding differ between BD3-LM and HDP (``Task``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gputrain.errors import GputrainError
+from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.train.diffusion.data import (
+    Tokenizer,
+    final_answer,
+    generate_problems,
+    load_gsm8k,
+    load_tokenizer,
+)
+from gputrain.train.diffusion.masks import flex_block_mask
+from gputrain.train.diffusion.mfu import mfu
+from gputrain.train.diffusion.model import DiT, DiTConfig
+from gputrain.train.diffusion.objective import Layout, draw_times, nelbo_per_token, search_clip, segment_means
+from gputrain.train.diffusion.sampler import sample
+from gputrain.train.diffusion.schedule import LogLinearSchedule, clip_candidates
+from gputrain.train.runtime import RunContext
+from gputrain.train.runtime.checkpoint import atomic_write_text
+
+
+@dataclass
+class Task:
+    """What differs between entrypoints: the layout, how a row becomes ids, what a sample shows."""
+
+    name: str
+    layout: Layout
+    encode: Callable[[Tokenizer, dict[str, str]], list[int]]
+    describe: Callable[[Tokenizer, list[int], dict[str, str]], dict[str, Any]]
+    prompted: bool  # sampling needs the held-out question as a prompt
+
+
+def load_rows(ctx: RunContext) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    source = str(ctx.get("data.source", "generated"))
+    n_train, n_val = int(ctx.get("data.train_size", 2000)), int(ctx.get("data.val_size", 200))
+    if source == "generated" or ctx.get("data.format") == "generated":
+        return generate_problems(n_train, ctx.seed), generate_problems(max(n_val, 1), ctx.seed + 7919)
+    rows = load_gsm8k(source, str(ctx.get("data.split", "train")), str(ctx.get("data.format", "auto")))
+    if len(rows) < 2:
+        raise GputrainError(f"data.source {source}: needs at least 2 rows, has {len(rows)}")
+    n_val = min(max(n_val, 1), len(rows) // 2)
+    return rows[: min(n_train, len(rows) - n_val)], rows[len(rows) - n_val:]
+
+
+def lr_lambda(ctx: RunContext, total: int) -> Callable[[int], float]:
+    warm, kind = int(ctx.get("train.warmup_steps", 0)), str(ctx.get("train.lr_schedule", "cosine"))
+
+    def f(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        frac = min(1.0, (step - warm) / max(1, total - warm))
+        return {"constant": 1.0, "linear": 1.0 - frac, "cosine": 0.5 * (1 + math.cos(math.pi * frac))}[kind]
+
+    return f
+
+
+def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]], Task]) -> int:
+    try:
+        algo = DiffusionAlgorithm.model_validate(ctx.get("algorithm", {}))
+    except ValueError as exc:
+        raise GputrainError(f"algorithm: {str(exc).splitlines()[-1].strip()}") from None
+    task = task_for(algo, ctx.config)
+    tok = load_tokenizer(algo.tokenizer)
+    train_rows, val_rows = load_rows(ctx)
+    train_x = torch.tensor([task.encode(tok, r) for r in train_rows], dtype=torch.long)
+    val_x = torch.tensor([task.encode(tok, r) for r in val_rows], dtype=torch.long)
+    device, layout, schedule = ctx.device, task.layout, LogLinearSchedule(algo.noise_eps)
+    inputs = layout.training_inputs(device)
+    m, n = len(layout.noisy_pos), layout.seq_len
+
+    cfg = DiTConfig(vocab_size=tok.vocab_size, hidden_size=int(ctx.get("model.hidden_size", 768)),
+                    num_layers=int(ctx.get("model.num_layers", 12)), num_heads=int(ctx.get("model.num_heads", 12)),
+                    cond_dim=algo.cond_dim, gradient_checkpointing=bool(ctx.get("train.gradient_checkpointing")))
+    model = DiT(cfg).to(device)
+    attention = str(ctx.get("train.attention", "sdpa"))
+    flex = flex_block_mask(layout.block_ids[layout.noisy_pos], layout.block_ids, device) \
+        if attention == "flex" and device.type == "cuda" else None
+    ctx.print0(f"[{task.name}] tokenizer={tok.name} V={tok.vocab_size} n={n} noisy={m} blocks="
+               f"{layout.num_noisy_blocks} params={sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
+               f"attention={'flex' if flex is not None else 'sdpa'} train={len(train_x)} val={len(val_x)}")
+    ddp = ctx.compile(ctx.wrap_ddp(model))
+    ctx.seed_per_rank()
+
+    batch, accum, world = int(ctx.get("train.batch_size")), int(ctx.get("train.grad_accum", 1)), ctx.world_size
+    per_epoch = max(1, len(train_x) // (batch * world * accum))
+    total = int(ctx.get("train.max_steps") or per_epoch * int(ctx.get("train.epochs", 1)))
+    opt = torch.optim.AdamW(model.parameters(), lr=float(ctx.get("train.learning_rate")), betas=(0.9, 0.98),
+                            weight_decay=float(ctx.get("train.weight_decay", 0.0)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(ctx, total))
+    pos: dict[str, Any] = {"epoch": 0, "batch": 0}
+    clip = [algo.clip_beta, algo.clip_omega]
+    state: dict[str, Any] = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": ctx.scaler,
+                             "pos": pos, "clip": clip}
+    step = 0
+    if (ckpt := ctx.checkpoints.restore(state, map_location=device)) is not None:
+        step, pos, clip = ckpt.step, dict(ckpt.state["pos"]), list(ckpt.state["clip"])
+        state.update(pos=pos, clip=clip)
+        ctx.print0(f"[{task.name}] resumed from step {step} (epoch {pos['epoch']}, batch {pos['batch']})")
+
+    def batches() -> Any:
+        while True:
+            g = torch.Generator().manual_seed(ctx.seed * 1000 + pos["epoch"])
+            order = torch.randperm(len(train_x), generator=g)[ctx.rank :: world]
+            while (pos["batch"] + 1) * batch <= len(order):
+                idx = order[pos["batch"] * batch : (pos["batch"] + 1) * batch]
+                pos["batch"] += 1
+                yield train_x[idx].to(device)
+            pos.update(epoch=pos["epoch"] + 1, batch=0)
+
+    def losses(net: torch.nn.Module, x0: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+        t = draw_times(x0.shape[0], layout, lo, hi, algo.antithetic, device)
+        with ctx.autocast():
+            return nelbo_per_token(net, x0, t, layout, schedule, tok.mask_id, inputs, attn_mask=flex)
+
+    @torch.no_grad()
+    def evaluate() -> dict[str, float]:
+        model.eval()
+        g = torch.Generator().manual_seed(ctx.seed + 17)
+        sums: dict[str, float] = {}
+        for _ in range(algo.eval_batches):
+            idx = torch.randint(len(val_x), (batch,), generator=g)
+            per_tok = losses(model, val_x[idx].to(device), 0.0, 1.0)
+            vals = {"nelbo": per_tok.mean()} | {f"nelbo_{k}": v for k, v in segment_means(per_tok, layout).items()
+                                                 if len(layout.segments) > 1}
+            for k, v in vals.items():
+                sums[k] = sums.get(k, 0.0) + float(v) / algo.eval_batches
+        out = ctx.all_reduce_mean(**sums)
+        if algo.clip_search:
+            def estimate(lo: float, hi: float) -> torch.Tensor:
+                rows = [losses(model, val_x[torch.randint(len(val_x), (batch,), generator=g)].to(device), lo, hi)
+                        .mean(dim=1) for _ in range(algo.clip_search_batches)]
+                return torch.cat(rows)
+
+            def reduce(v: torch.Tensor) -> torch.Tensor:
+                if world > 1:
+                    torch.distributed.all_reduce(v)
+                return v
+
+            best, _ = search_clip(estimate, clip_candidates(algo.clip_search_widths), reduce)
+            clip[:] = list(best)
+            out |= {"clip_beta": best[0], "clip_omega": best[1]}
+        model.train()
+        out["ppl_bound"] = math.exp(min(out["nelbo"], 50.0))
+        return {f"val_{k}" if not k.startswith("clip") else k: v for k, v in out.items()}
+
+    eval_every = ctx.get("train.eval_every")
+    log_every, save_every = int(ctx.get("train.log_every", 10)), ctx.get("train.save_every")
+    model.train()
+    stream = batches()
+    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    first_loss: float | None = None
+    tic, seen = time.perf_counter(), 0
+    while step < total:
+        total_loss, seg_acc = 0.0, {k: 0.0 for k in layout.segments}
+        for micro in range(accum):
+            sync = micro == accum - 1 or not hasattr(ddp, "no_sync")
+            with nullcontext() if sync else ddp.no_sync():  # type: ignore[operator]
+                per_tok = losses(ddp, next(stream), clip[0], clip[1])
+                loss = per_tok.mean() / accum
+                ctx.scaler.scale(loss).backward()
+            total_loss += float(loss.detach())
+            for k, v in segment_means(per_tok.detach(), layout).items():
+                seg_acc[k] += float(v) / accum
+        grad_norm = _step(ctx, opt, model)
+        sched.step()
+        step += 1
+        seen += batch * accum
+        first_loss = total_loss if first_loss is None else first_loss
+        if step % log_every == 0 or step == total:
+            dt = time.perf_counter() - tic
+            seq_s = seen / dt
+            rec: dict[str, float] = {"loss": total_loss, "nelbo": total_loss, "lr": sched.get_last_lr()[0],
+                                     "grad_norm": grad_norm, "tokens_per_s": seq_s * n * world,
+                                     "samples_per_s": seq_s * world, "epoch": pos["epoch"] + pos["batch"] /
+                                     max(1, len(train_x) // (batch * world))}
+            if len(layout.segments) > 1:
+                rec |= {f"nelbo_{k}": v for k, v in seg_acc.items()}
+            util = mfu(cfg, m + n, m, seq_s, dev_name)
+            if util is not None:
+                rec["mfu"] = util
+            if device.type == "cuda":
+                rec["gpu_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+            ctx.metrics.log(step, **rec)
+            ctx.print0(f"[{task.name}] step {step}/{total} " + " ".join(f"{k}={v:.4g}" for k, v in rec.items()))
+            tic, seen = time.perf_counter(), 0
+        if ctx.should_stop():
+            ctx.exit_for_requeue(step, state)
+        if eval_every and step % int(eval_every) == 0 and step < total:
+            ctx.metrics.log(step, **(ev := evaluate()))
+            ctx.print0(f"[{task.name}] eval step {step} " + " ".join(f"{k}={v:.4g}" for k, v in ev.items()))
+        if save_every and step % int(save_every) == 0:
+            ctx.checkpoints.save(step, state)
+
+    final = evaluate()
+    ctx.metrics.log(step, **final)
+    ctx.print0(f"[{task.name}] final " + " ".join(f"{k}={v:.4g}" for k, v in final.items()))
+    if ctx.get("train.save_every"):
+        ctx.checkpoints.save(step, state)
+    result: dict[str, Any] = {"entrypoint": task.name, "steps": step, "first_train_nelbo": first_loss,
+                              "clip": clip, "ln_vocab": math.log(tok.vocab_size), **final}
+    if ctx.is_main and algo.num_samples:
+        result |= write_samples(ctx, task, model, tok, schedule, algo, val_rows)
+    ctx.barrier()
+    ctx.write_json("result.json", result)
+    return 0
+
+
+def _step(ctx: RunContext, opt: torch.optim.Optimizer, model: torch.nn.Module) -> float:
+    """Unscale, clip, step — the backward already ran per micro-batch (gradient accumulation)."""
+    scaler = ctx.scaler
+    scaler.unscale_(opt)
+    clip = ctx.get("train.grad_clip")
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float(clip) if clip else float("inf"))
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad(set_to_none=True)
+    return float(norm)
+
+
+def write_samples(ctx: RunContext, task: Task, model: DiT, tok: Tokenizer, schedule: LogLinearSchedule,
+                  algo: DiffusionAlgorithm, val_rows: list[dict[str, str]]) -> dict[str, float]:
+    """Rank 0 samples ``num_samples`` sequences into ``samples.jsonl``; HDP also scores final answers."""
+    k = algo.num_samples
+    rows = [val_rows[i % len(val_rows)] for i in range(k)]
+    prompt = torch.tensor([task.encode(tok, r) for r in rows]) if task.prompted else None
+    gen = torch.Generator().manual_seed(ctx.seed)
+    steps = algo.sampling_steps or algo.block_size
+    with ctx.autocast():
+        out = sample(model, task.layout, schedule, tok.mask_id, k, steps, ctx.device, prompt=prompt,
+                     generator=gen, temperature=algo.sample_temperature)
+    records = [task.describe(tok, ids, row) for ids, row in zip(out.tolist(), rows)]
+    lines = "".join(json.dumps(r) + "\n" for r in records)
+    atomic_write_text(ctx.job_dir / "samples.jsonl", lines)
+    stats = {"samples": float(k)}
+    if task.prompted:
+        stats["sample_answer_accuracy"] = sum(bool(r.get("correct")) for r in records) / k
+    ctx.print0(f"[{task.name}] wrote {k} samples to {ctx.job_dir / 'samples.jsonl'}")
+    return stats
+
+
+def answer_matches(text: str, row: dict[str, str]) -> bool:
+    got, want = final_answer(text), final_answer(row["answer"])
+    return got is not None and got == want
