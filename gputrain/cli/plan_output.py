@@ -123,7 +123,7 @@ def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_jso
         first = get_gpu(gpu).name
         names.remove(first)
         names.insert(0, first)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         try:
             plan = make_plan(path, gpu=name, check_memory=False, **{**kwargs, "cluster": None})

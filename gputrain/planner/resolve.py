@@ -19,8 +19,15 @@ from gputrain.errors import PlanError, RecipeError
 from gputrain.hardware.catalog import GPUType, catalog, get_gpu
 from gputrain.planner.estimate import Estimate, estimate
 from gputrain.recipe.entrypoints import ENTRYPOINTS
-from gputrain.recipe.loader import Key, Location, RecipeSource, apply_overrides, deep_merge, load_source
-from gputrain.recipe.loader import validate_source
+from gputrain.recipe.loader import (
+    Key,
+    Location,
+    RecipeSource,
+    apply_overrides,
+    deep_merge,
+    load_source,
+    validate_source,
+)
 from gputrain.recipe.schema import Profile, Recipe
 
 TARGETS = ("local", "slurm", "docker")
@@ -267,7 +274,9 @@ def _resolve_attention(recipe: Recipe, gpu: GPUType, warnings: list[str]) -> str
         if flash_ok:
             return "flash"
         if wanted == "flash":
-            reason = "it is CPU" if gpu.is_cpu else ("it predates Ampere" if not gpu.bf16 else "flash-attn is not installed")
+            reason = "it is CPU" if gpu.is_cpu else "it predates Ampere"
+            if not gpu.is_cpu and gpu.bf16:
+                reason = "flash-attn is not installed"
             warnings.append(f"train.attention=flash is not available on {gpu.name} ({reason}): using sdpa")
         return "sdpa"
     if wanted == "flex" and gpu.is_cpu:
@@ -287,7 +296,8 @@ def _resolve_lr(recipe: Recipe, global_batch: int) -> tuple[float, str]:
         ratio = global_batch / train.reference_batch
         factor = ratio if train.lr_scaling == "linear" else math.sqrt(ratio)
         lr = base * factor
-        note = f"{train.lr_scaling} scaling: {base:g} × {factor:.3g} (global batch {global_batch} vs {train.reference_batch})"
+        note = (f"{train.lr_scaling} scaling: {base:g} × {factor:.3g} "
+                f"(global batch {global_batch} vs {train.reference_batch})")
     if train.lr_table:
         table = ", ".join(f"{b}→{v:g}" for b, v in sorted(train.lr_table.items()))
         listed = train.lr_table.get(global_batch)

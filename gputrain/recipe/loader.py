@@ -152,7 +152,7 @@ def apply_overrides(source: RecipeSource, overrides: Iterable[str]) -> RecipeSou
 def _nest(key: Key, value: Any) -> dict[str, Any]:
     for part in reversed(key):
         value = {part: value}
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _parse_override_value(key: Key, raw: str, data: Mapping[str, Any]) -> Any:

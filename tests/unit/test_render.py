@@ -53,8 +53,9 @@ def test_hostile_values_never_run(tmp_path: Path) -> None:
     _shellcheck(script)
     # A stand-in interpreter records the environment the launcher built instead of running torchrun.
     fake = tmp_path / "fake-python"
+    seen_path = str(job / "seen.json")
     fake.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    f"json.dump({{'env': dict(os.environ), 'argv': sys.argv}}, open({str(job / 'seen.json')!r}, 'w'))\n")
+                    f"json.dump({{'env': dict(os.environ), 'argv': sys.argv}}, open({seen_path!r}, 'w'))\n")
     fake.chmod(0o755)
     env = {"PATH": os.environ["PATH"], "PYTHON": str(fake), "GPUTRAIN_JOB_DIR": str(job)}
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
