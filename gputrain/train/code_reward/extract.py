@@ -85,8 +85,7 @@ def program_for(completion: str | Sequence[Mapping[str, Any]], task: CodeTask) -
         code = extract_code(text)
         return prompt_code + "\n" + code if code else ""
     # A continuation of the prompt's function body: cut where a new top-level statement starts.
-    body = STOP.split(text, maxsplit=1)[0]
-    return prompt_code + body if body.strip() else ""
+    return prompt_code + STOP.split(text, maxsplit=1)[0]
 
 
 def syntax_ok(program: str) -> bool:

@@ -70,14 +70,14 @@ def score_completions_detailed(
         zip(unique, pool.map(list(unique.values())), strict=True)
     )
     scores = []
-    for key, program, task in zip(keys, programs, normalized, strict=True):
+    for maybe_key, program, task in zip(keys, programs, normalized, strict=True):
         total = len(task["tests"])
-        if key is None:
+        if maybe_key is None:
             reason = "empty answer" if not program.strip() else "syntax error"
             outcomes = tuple(TestOutcome(t, "crashed", reason) for t in task["tests"])
             scores.append(CompletionScore(0.0, 0, total, program, outcomes))
             continue
-        result = results[key]
+        result = results[maybe_key]
         passed = result.passed
         reward = (1.0 if passed == total else 0.0) if all_or_nothing else passed / total
         scores.append(CompletionScore(reward, passed, total, program, result.outcomes,

@@ -90,7 +90,7 @@ def load_mbpp(source: str | Path = SAMPLE_MBPP, *, fmt: str = "auto", split: str
     if path.exists():
         rows = _read_rows(path, fmt)
         label = str(path)
-    elif str(source) in MBPP_HUB_NAMES or "/" in str(source) and not str(source).startswith((".", "/")):
+    elif str(source) in MBPP_HUB_NAMES or ("/" in str(source) and not str(source).startswith((".", "/"))):
         try:
             import datasets
 

@@ -10,6 +10,8 @@ compare equal or test true). The program never sees the test, the expected value
 
 from __future__ import annotations
 
+import builtins
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -48,6 +50,19 @@ class ProgramResult:
 
 class ProgramRaised(Exception):
     """The program's function raised; the test fails (a test may also expect this and catch it)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _raised_type(name: str) -> type[ProgramRaised]:
+    """``ProgramRaised`` that is also the builtin exception the program raised, so a test that expects
+    ``ValueError`` (``try``/``except ValueError``) sees one."""
+    base = getattr(builtins, name, None)
+    if isinstance(base, type) and issubclass(base, Exception) and not issubclass(base, ProgramRaised):
+        try:
+            return type(f"Program{name}", (ProgramRaised, base), {})
+        except TypeError:
+            pass
+    return ProgramRaised
 
 
 class RemoteHandle:
@@ -107,7 +122,7 @@ class _Session:
             raise SandboxTimeout("program time budget used up")
         reply = self.proc.call(request, timeout)
         if "error" in reply:
-            raise ProgramRaised(str(reply["error"])[:300])
+            raise _raised_type(str(reply.get("type", "")))(str(reply["error"])[:300])
         try:
             return decode(reply.get("value"), self._resolve)
         except (ValueError, TypeError, RecursionError) as exc:

@@ -190,16 +190,14 @@ def _serve(cfg: dict[str, Any], rin: Any, out_fd: int) -> None:
     for line in rin:
         req = json.loads(line)
         try:
-            if "method" in req:
-                target = getattr(handles[req["handle"]], req["method"])
-            else:
-                target = namespace[req["name"]]
+            method = req.get("method")
+            target = getattr(handles[req["handle"]], method) if method else namespace[req["name"]]
             args = decode(req["args"], resolve)
             kwargs = decode(req["kwargs"], resolve)
             result = target(*args, **kwargs)
             reply = {"value": encode(result, opaque)}
         except BaseException as exc:
-            reply = {"error": _describe(exc)}
+            reply = {"error": _describe(exc), "type": type(exc).__name__}
         _flush()
         send(reply)
 

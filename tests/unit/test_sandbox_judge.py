@@ -1,0 +1,81 @@
+"""Verdicts from a real sandboxed run (whatever isolation this machine allows): each status and reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputrain.train.sandbox import Job, SandboxLimits, SandboxPool
+
+LIMITS = SandboxLimits(wall_seconds=6.0, test_seconds=2.0, cpu_seconds=3)
+
+
+@pytest.fixture(scope="module")
+def pool() -> SandboxPool:
+    return SandboxPool(workers=1, limits=LIMITS)
+
+
+def statuses(pool: SandboxPool, program: str, tests: list[str]) -> list[tuple[str, str]]:
+    return [(o.status, o.reason) for o in pool.run(Job(program, tests)).outcomes]
+
+
+def test_each_test_gets_its_own_verdict(pool: SandboxPool) -> None:
+    program = "def half(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x // 2\n"
+    got = statuses(pool, program, ["assert half(4) == 2", "assert half(5) == 3", "assert half(-1) == 0",
+                                   "assert nothere(1) == 1"])
+    assert got[0] == ("passed", "")
+    assert got[1] == ("failed", "assertion failed")
+    assert got[2][0] == "failed" and "ValueError: negative" in got[2][1]
+    assert got[3][0] == "failed" and "NameError" in got[3][1]
+
+
+def test_a_test_may_expect_the_programs_exception(pool: SandboxPool) -> None:
+    program = "def check(x):\n    if x < 0:\n        raise ValueError(x)\n    return x\n"
+    test = "try:\n    check(-1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError"
+    assert statuses(pool, program, [test]) == [("passed", "")]
+
+
+def test_hang_in_one_test_does_not_sink_the_next(pool: SandboxPool) -> None:
+    program = "def f(x):\n    while x:\n        pass\n    return 7\n"
+    got = statuses(pool, program, ["assert f(1) == 7", "assert f(0) == 7"])
+    assert got[0][0] == "timed_out"
+    assert got[1] == ("passed", "")
+
+
+def test_crash_and_load_failure_are_reported(pool: SandboxPool) -> None:
+    got = statuses(pool, "import os\ndef f():\n    os._exit(3)\n", ["assert f() is None", "assert 1"])
+    assert got[0] == ("crashed", "program exited with status 3")
+    got = statuses(pool, "raise RuntimeError('boom')\n", ["assert f() == 1", "assert f() == 2"])
+    assert [s for s, _ in got] == ["crashed", "crashed"]
+    assert "RuntimeError: boom" in got[0][1]
+
+
+def test_objects_are_usable_but_never_compare(pool: SandboxPool) -> None:
+    program = (
+        "class Box:\n    def __init__(self, v):\n        self.v = v\n    def get(self):\n        return self.v\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "def unbox(b):\n    return b.v\n"
+    )
+    got = statuses(pool, program, ["assert unbox(Box(3)) == 3", "assert Box(3).get() == 3", "assert Box(3) == 4",
+                                   "assert Box(0)"])
+    assert [s for s, _ in got] == ["passed", "passed", "failed", "failed"]
+
+
+def test_setup_code_runs_on_both_sides_and_prelude_only_in_the_judge(pool: SandboxPool) -> None:
+    job = Job("def f():\n    return LIMIT + 1\n", ["assert f() == LIMIT + 1 == helper()"],
+              setup_code="LIMIT = 4", judge_prelude="def helper():\n    return 5\n")
+    assert [o.status for o in pool.run(job).outcomes] == ["passed"]
+
+
+def test_program_output_is_captured(pool: SandboxPool) -> None:
+    result = pool.run(Job("print('hello from the program')\ndef f():\n    return 1\n", ["assert f() == 1"]))
+    assert result.fraction == 1.0
+    assert "hello from the program" in result.stdout
+
+
+def test_weakest_isolation_still_judges_correctly() -> None:
+    from gputrain.train.sandbox import Isolation, run_tests
+
+    result = run_tests("def f(x):\n    return x + 1\n", ["assert f(1) == 2", "assert f(1) == 3"],
+                       limits=LIMITS, isolation=Isolation("rlimits", None, None, ()))
+    assert result.isolation == "rlimits"
+    assert [o.status for o in result.outcomes] == ["passed", "failed"]
