@@ -107,7 +107,7 @@ class Tail:
                 out.append(line)
             if len(self.partial) > MAX_LINE_CHARS:
                 if not self.overlong:
-                    out.append(self.partial[:MAX_LINE_CHARS] + "… (line cut)".encode())
+                    out.append(self.partial[: MAX_LINE_CHARS - 32] + " … (line cut)".encode())
                 self.partial, self.overlong = b"", True
         return out
 

@@ -1,0 +1,84 @@
+"""Hostile input never crashes the scanner: garbage, empty files, giant lines, lines cut mid-write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gputrain.errors import LogError
+from gputrain.logs import scan as scan_mod
+from gputrain.logs.scan import MAX_CARRY, LogScanner
+from gputrain.logs.summarize import summarize
+
+
+def test_binary_garbage_and_empty_files(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.log"
+    garbage.write_bytes(bytes(range(256)) * 4000 + b"\nloss\xff\xfe 1.5 \x00\n")
+    s = summarize(garbage, write=False)
+    assert s["state"] == "UNKNOWN" and s["cause"] is None
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    s = summarize(empty, write=False)
+    assert s["steps"]["done"] is None and s["metrics"] == {}
+
+
+def test_job_folder_without_logs_or_metrics(tmp_path: Path) -> None:
+    s = summarize(tmp_path)
+    assert s["steps"]["done"] is None
+    assert (tmp_path / "job_summary.txt").exists()
+
+
+def test_giant_line_is_skipped_in_bounded_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 1 << 20)  # many chunks inside the one long line
+    log = tmp_path / "giant.log"
+    with log.open("wb") as fh:
+        fh.write(b"step 1/10 | loss 3.0\n")
+        fh.write(b"loss " * (3 << 20))  # 15 MiB without a newline
+        fh.write(b"\nstep 2/10 | loss 2.0\n")
+    scanner = LogScanner(log)
+    carries: list[int] = []
+    original = LogScanner._feed
+
+    def watch(self: LogScanner, data: bytes) -> None:
+        original(self, data)
+        carries.append(len(self.carry))
+
+    monkeypatch.setattr(LogScanner, "_feed", watch)
+    scanner.scan()
+    assert max(carries) <= MAX_CARRY
+    assert scanner.table.max_step == 2
+    assert scanner.table.metrics["loss"].last == (2.0, 2.0)
+
+
+def test_sparse_file_of_zeros_without_newline(tmp_path: Path) -> None:
+    log = tmp_path / "zeros.log"
+    with log.open("wb") as fh:
+        fh.truncate(64 << 20)
+    scanner = LogScanner(log)
+    assert scanner.scan() == 64 << 20
+    assert scanner.table.records == 0 and len(scanner.carry) <= MAX_CARRY
+
+
+def test_partial_last_line_is_read_once_complete(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_bytes(b"step 1/5 | loss 1.0\nstep 2/5 | lo")
+    scanner = LogScanner(log)
+    scanner.scan()
+    assert scanner.table.max_step == 1
+    with log.open("ab") as fh:
+        fh.write(b"ss 0.5\n")
+    scanner = LogScanner.from_json(scanner.to_json())  # also across a save/load of the state
+    scanner.scan()
+    assert scanner.table.max_step == 2 and scanner.table.metrics["loss"].last == (2.0, 0.5)
+
+
+def test_missing_log_file_is_a_log_error(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="no such log file"):
+        LogScanner(tmp_path / "gone.log").scan()
+
+
+def test_unreadable_state_file_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / "training_output.log").write_text("step 4/8 | loss 1.0\n")
+    (tmp_path / ".summary_state.json").write_text("{not json")
+    assert summarize(tmp_path)["steps"]["done"] == 4
