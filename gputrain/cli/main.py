@@ -12,6 +12,9 @@ import sys
 import typer
 
 from gputrain.cli import core as core_commands
+from gputrain.cli import logs as logs_commands
+from gputrain.cli import runpod as runpod_commands
+from gputrain.cli import slurm as slurm_commands
 from gputrain.errors import GputrainError
 
 app = typer.Typer(
@@ -24,6 +27,10 @@ app = typer.Typer(
 )
 
 core_commands.register(app)
+slurm_commands.register(app)
+logs_commands.register(app)
+runpod_commands.register(app)
+app.add_typer(runpod_commands.app, name="runpod")
 
 
 def main() -> None:
