@@ -73,7 +73,7 @@ def score_completions_detailed(
     for maybe_key, program, task in zip(keys, programs, normalized, strict=True):
         total = len(task["tests"])
         if maybe_key is None:
-            reason = "empty answer" if not program.strip() else "syntax error"
+            reason = "no code found" if not program.strip() else "syntax error"
             outcomes = tuple(TestOutcome(t, "crashed", reason) for t in task["tests"])
             scores.append(CompletionScore(0.0, 0, total, program, outcomes))
             continue
