@@ -30,7 +30,7 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Which templates each target renders, and the file name each lands under.
 TARGET_TEMPLATES: dict[str, dict[str, str]] = {
     "local": {"launch.sh": "launch.sh.j2"},
-    "slurm": {"job.sbatch": "sbatch.j2", "launch.sh": "launch.sh.j2"},
+    "slurm": {"job.sbatch": "sbatch.j2"},
     "docker": {
         "Dockerfile": "Dockerfile.j2",
         "build_and_push.sh": "build_and_push.sh.j2",
@@ -56,8 +56,20 @@ def raw(value: Any) -> Trusted:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise RenderError(f"refusing to emit {type(value).__name__} unquoted")
     text = str(value)
-    if isinstance(value, str) and not re.fullmatch(r"[A-Za-z0-9_.:/@%-]*", text):
+    if shlex.quote(text) != text:
         raise RenderError(f"refusing to emit {text!r} unquoted: it contains shell metacharacters")
+    return Trusted(text)
+
+
+def shell_line(value: Any) -> Trusted:
+    """A whole shell command from the user's own cluster profile (``module load cuda``), emitted verbatim.
+
+    Cluster set-up lines are commands by definition and come from the user's config, never from a recipe;
+    they may not smuggle in extra lines.
+    """
+    text = str(value)
+    if "\n" in text or "\r" in text or "\0" in text:
+        raise RenderError(f"a set-up line must be a single line: {text!r}")
     return Trusted(text)
 
 
@@ -94,7 +106,7 @@ def environment(directory: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(shq=shq, raw=raw, env_ref=env_ref, env_default=env_default)
+    env.filters.update(shq=shq, raw=raw, env_ref=env_ref, env_default=env_default, shell_line=shell_line)
     return env
 
 
@@ -124,6 +136,20 @@ def template_context(plan: Plan, job_dir: str | Path | None = None) -> dict[str,
     }
 
 
+def _slurm_settings(plan: Plan) -> dict[str, Any]:
+    """The ``#SBATCH`` values of a plan, as ``gputrain submit`` would compute them (stamp = now)."""
+    import os
+    import time
+
+    from gputrain.hardware.clusters import sbatch_settings
+
+    data = plan.to_dict()
+    if data["cluster"] is None:
+        raise RenderError("the slurm target needs a cluster profile: pass --cluster NAME")
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    return sbatch_settings(data["cluster"], data, logs_dir="logs", stamp=stamp, workdir=os.getcwd(), debug=False)
+
+
 def render_template(name: str, context: Mapping[str, Any]) -> str:
     import jinja2
 
@@ -139,4 +165,6 @@ def render_artifacts(plan: Plan, job_dir: str | Path | None = None, target: str 
     """Render every script the plan's target needs: ``{file name: text}``."""
     target = target or plan.target
     context = template_context(plan, job_dir)
+    if target == "slurm":
+        context["slurm"] = _slurm_settings(plan)
     return {out: render_template(tpl, context) for out, tpl in TARGET_TEMPLATES[target].items()}

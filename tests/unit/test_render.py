@@ -84,3 +84,24 @@ def test_multi_node_launcher_uses_c10d(tmp_path: Path) -> None:
     assert 'NNODES="${NNODES:-2}"' in text
     assert "--rdzv_backend=c10d" in text
     assert "--nproc_per_node=2" in text
+
+
+def test_supercloud_sbatch_renders_fp16_volta_job(tmp_path: Path) -> None:
+    plan = make_plan(RECIPES / "grpo_code_mbpp.yaml", cluster="supercloud")
+    text = render_artifacts(plan)["job.sbatch"]
+    assert "#SBATCH --gres=gpu:volta:2" in text
+    assert "module load" in text  # set-up lines are commands, emitted verbatim
+    assert "-m gputrain.train.grpo_code" in text
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    _shellcheck(script)
+    assert plan.to_dict()["config"]["train"]["precision"] == "fp16"
+
+
+def test_set_up_lines_cannot_smuggle_extra_lines() -> None:
+    from gputrain.render.render import shell_line
+
+    assert shell_line("module load cuda/12.4") == "module load cuda/12.4"
+    with pytest.raises(RenderError):
+        shell_line("module load x\nrm -rf /")
