@@ -69,6 +69,10 @@ GPU_FIELDS: dict[str, Any] = {
     "allowedCudaVersions": (_list_of(lambda x: isinstance(x, str) and bool(_CUDA.match(x))), None),
     "minCudaVersion": (lambda v: isinstance(v, str) and bool(_CUDA.match(v)), None),
 }
+CPU_FIELDS: dict[str, Any] = {
+    "id": (lambda v: isinstance(v, str) and len(v) >= 1, None),
+    "vcpuCount": (lambda v: _int_min(2)(v) and (v & (v - 1)) == 0, None),  # a power of two
+}
 MOUNT_FIELDS: dict[str, Any] = {
     "persistent": (lambda v: isinstance(v, dict), {"size": (_int_min(10), None), "path": (_str, None)}),
     "network": (lambda v: isinstance(v, list) and len(v) <= 1, None),
@@ -82,7 +86,7 @@ CREATE_POD_FIELDS: dict[str, Any] = {
     "ports": (_list_of(lambda x: isinstance(x, str) and bool(_PORT.match(x))), None),
     "registry": (lambda v: v is None or isinstance(v, str), None),
     "cloud": (lambda v: v in ("SECURE", "COMMUNITY"), None),
-    "cpu": (lambda v: isinstance(v, dict), None),
+    "cpu": (lambda v: isinstance(v, dict), CPU_FIELDS),
     "dataCenterIds": (_list_of(_str), None),
     "globalNetworking": (_bool, None),
     "gpu": (lambda v: isinstance(v, dict), GPU_FIELDS),
@@ -91,7 +95,7 @@ CREATE_POD_FIELDS: dict[str, Any] = {
     "startSsh": (_bool, None),
     "templateId": (lambda v: isinstance(v, str) and len(v) >= 1, None),
 }
-REQUIRED = {"$": ["name"], "$.gpu": ["id"], "$.mounts.persistent": ["size", "path"]}
+REQUIRED = {"$": ["name"], "$.gpu": ["id"], "$.cpu": ["id", "vcpuCount"], "$.mounts.persistent": ["size", "path"]}
 
 
 def validate(body: Any, fields: dict[str, Any], where: str = "$") -> list[str]:
@@ -181,6 +185,8 @@ class FakeRunPod:
             return 422, _problem(422, "Request validation failed.", errors)
         if ("gpu" in body) == ("cpu" in body):
             return 400, _problem(400, "exactly one of gpu or cpu must be set")
+        if "cpu" in body and "persistent" in body.get("mounts", {}):
+            return 400, _problem(400, "mounts.persistent is invalid for CPU pods")
         cloud = body.get("cloud", "SECURE")
         centres = body.get("dataCenterIds") or ["*"]
         if cloud in self.no_capacity or all(dc in self.no_capacity for dc in centres):
@@ -192,12 +198,15 @@ class FakeRunPod:
             "disk": body.get("disk", 50), "ports": body.get("ports", []), "env": body.get("env", {}),
             "registry": body.get("registry"), "status": "PROVISIONING", "actions": ["stop", "terminate"],
             "mounts": body.get("mounts", {}),
-            "gpu": {"id": body["gpu"]["id"], "count": body["gpu"].get("count", 1)},
             "cloud": cloud, "dataCenterId": None if centres == ["*"] else centres[0], "cudaVersion": "12.8",
             "ssh": {"proxy": None, "direct": None}, "template": None, "cost": self.cost_per_hour,
             "locked": False, "globalNetworking": {"enabled": False}, "runtime": None,
             "createdAt": now, "startedAt": None,
         }
+        if "gpu" in body:
+            pod["gpu"] = {"id": body["gpu"]["id"], "count": body["gpu"].get("count", 1)}
+        else:
+            pod["cpu"] = {**body["cpu"], "memory": 2 * body["cpu"]["vcpuCount"]}
         with self.lock:
             self.pods[pod_id] = pod
             self.polls[pod_id] = 0
