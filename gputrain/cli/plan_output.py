@@ -54,6 +54,8 @@ def print_plan(plan: Plan, *, show_scripts: bool) -> None:
         value = _get(config, dotted)
         if value is None:
             continue
+        if isinstance(value, float):
+            value = f"{value:.4g}"
         print(f"  {label:<20} {value!s:<12} {_source(plan, dotted)}")
     est = data["estimate"]
     print("\nestimate")
