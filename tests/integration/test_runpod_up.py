@@ -32,19 +32,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = "rpa_CANARY_9f8e7d6c5b4a39281706"
 SELFTEST = ROOT / "recipes" / "selftest.yaml"
-SHIM = (
-    "import sys, typer\n"
-    "from gputrain.cli import runpod\n"
-    "from gputrain.errors import GputrainError\n"
-    "root = typer.Typer(pretty_exceptions_enable=False)\n"
-    "root.add_typer(runpod.app, name='runpod')\n"
-    "runpod.register(root)\n"
-    "try:\n"
-    "    root(prog_name='gputrain')\n"
-    "except GputrainError as exc:\n"
-    "    print(f'error: {exc.message}', file=sys.stderr)\n"
-    "    sys.exit(exc.exit_code)\n"
-)
+CLI = [sys.executable, "-m", "gputrain.cli.main"]
 
 
 def _training_recipe() -> Path:
@@ -105,7 +93,7 @@ def test_up_end_to_end_trains_downloads_and_terminates(fake, tmp_path):
     (data / "graphs.txt").write_text("not used by the generated-data recipes, but uploaded\n")
     env = {**os.environ, "WANDB_API_KEY": "wandb-canary-5150"}
     proc = subprocess.run(
-        [sys.executable, "-c", SHIM, "runpod", "up", str(recipe), "--gpu", "cpu", "--gpus", "2",
+        [*CLI, "runpod", "up", str(recipe), "--gpu", "cpu", "--gpus", "2",
          "--image", "me/gputrain:test", "--data", str(data), "--poll", "0.05", "--ready-timeout", "60",
          "--logs-dir", str(tmp_path / "logs"), "--remote-dir", str(tmp_path / "remote"),
          "--set", "secrets=[WANDB_API_KEY]"],
@@ -232,7 +220,7 @@ def test_ctrl_c_during_upload_terminates_the_pod(fake, tmp_path):
     data.mkdir()
     (data / "blob.bin").write_bytes(os.urandom(3 * 1024 * 1024))
     proc = subprocess.Popen(
-        [sys.executable, "-c", SHIM, "runpod", "up", str(SELFTEST), "--gpu", "B200", "--gpus", "8",
+        [*CLI, "runpod", "up", str(SELFTEST), "--gpu", "B200", "--gpus", "8",
          "--image", "me/gputrain:test", "--data", str(data), "--bwlimit", "100", "--poll", "0.05",
          "--logs-dir", str(tmp_path / "logs"), "--remote-dir", str(tmp_path / "remote")],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
