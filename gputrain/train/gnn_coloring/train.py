@@ -1,0 +1,276 @@
+"""The training loop: DDP over generated graphs, Potts loss, best model by validation loss, report, ONNX.
+
+Reads top to bottom: build data → model → resume → epochs (log, preempt, checkpoint, validate) → rank 0
+evaluates the best weights on validation and benchmark graphs, writes ``result.json`` and ``model.onnx``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
+from gputrain.train.gnn_coloring import decode
+from gputrain.train.gnn_coloring.graphs import (
+    Batch,
+    Graph,
+    benchmark,
+    collate,
+    erdos_renyi,
+    feature_dim,
+    featurize,
+    generate,
+)
+from gputrain.train.gnn_coloring.model import ColoringGNN, masked_probs, potts_loss
+from gputrain.train.runtime import RunContext
+from gputrain.train.runtime.checkpoint import atomic_torch_save, unwrap
+
+BEST_FILE = "best_model.pt"
+
+
+def build_graphs(algo: dict[str, Any], split: str, count: int) -> list[Graph]:
+    num_colors, rf, seed = int(algo["num_colors"]), int(algo["random_features"]), int(algo["graph_seed"])
+    return [
+        featurize(generate(algo, split, i), num_colors, rf, seed * 1_000_003 + i * 2 + (split == "val"))
+        for i in range(count)
+    ]
+
+
+def batch_loss(model: torch.nn.Module, batch: Batch, algo: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+    bare = unwrap(model)
+    if bare.chi_head is None:
+        logits = model(batch.x, batch.edge_index)
+        loss, _ = potts_loss(logits, batch.edge_index, batch.node_graph, batch.q, batch.num_graphs)
+        return loss, {"potts": float(loss.detach())}
+    h = bare.encode(batch.x, batch.edge_index)
+    logits = bare.head(h)
+    potts, _ = potts_loss(logits, batch.edge_index, batch.node_graph, batch.q, batch.num_graphs)
+    pred = bare.chromatic(h, batch.node_graph, batch.num_graphs)
+    known = ~torch.isnan(batch.chi)
+    target = torch.where(known, batch.chi, batch.q.float())  # planted/ER: q bounds χ from above
+    chi_loss = torch.nn.functional.smooth_l1_loss(pred.float(), target)
+    loss = potts + float(algo["chromatic_weight"]) * chi_loss
+    return loss, {"potts": float(potts.detach()), "chi_loss": float(chi_loss.detach())}
+
+
+@torch.no_grad()
+def validate(ctx: RunContext, model: torch.nn.Module, loader: Any, algo: dict[str, Any]) -> float:
+    model.eval()
+    total, count = 0.0, 0.0
+    for batch in loader:
+        batch = batch.to(ctx.device)
+        with ctx.autocast():
+            _, parts = batch_loss(model, batch, algo)
+        total += parts["potts"] * batch.num_graphs
+        count += batch.num_graphs
+    model.train()
+    sums = ctx.all_reduce_mean(total=total, count=count)
+    return sums["total"] / max(sums["count"], 1.0)
+
+
+@torch.no_grad()
+def graph_probs(model: torch.nn.Module, graph: Graph, device: torch.device) -> Any:
+    assert graph.x is not None
+    logits = model(graph.x.to(device), graph.edge_index().to(device))
+    q = torch.full((graph.num_nodes,), graph.q, device=device)
+    return masked_probs(logits, q).cpu().numpy()
+
+
+def report(ctx: RunContext, model: torch.nn.Module, val: list[Graph], algo: dict[str, Any]) -> dict[str, Any]:
+    model.eval()
+    rounds = int(algo["repair_rounds"])
+    limit = algo.get("eval_graphs") or len(val)
+    val_results = [decode.evaluate_graph(g, graph_probs(model, g, ctx.device), rounds) for g in val[:limit]]
+    bench_graphs, skipped = [], []
+    for name in algo["benchmarks"]:
+        g = benchmark(name)
+        if g.q > int(algo["num_colors"]):
+            skipped.append(name)
+            continue
+        bench_graphs.append(featurize(g, int(algo["num_colors"]), int(algo["random_features"]), 7))
+    bench = [decode.evaluate_graph(g, graph_probs(model, g, ctx.device), rounds) for g in bench_graphs]
+    summaries = {
+        "val": decode.summarize(val_results),
+        **{kind: decode.summarize([r for r in val_results if r.kind == kind]) for kind in algo["generators"]},
+        "benchmarks": decode.summarize(bench),
+    }
+    print(decode.format_report(summaries, bench), flush=True)
+    if skipped:
+        print(f"benchmarks skipped (χ > num_colors={algo['num_colors']}): {', '.join(skipped)}", flush=True)
+    return {"summary": summaries, "benchmarks": decode.as_rows(bench), "benchmarks_skipped": skipped}
+
+
+def lr_lambda(warmup: int, total: int, schedule: str) -> Any:
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        if schedule == "linear":
+            return 1.0 - progress
+        return 1.0
+
+    return factor
+
+
+def train(ctx: RunContext) -> int:
+    algo = GNNColoringAlgorithm.model_validate(ctx.config.get("algorithm") or {}).model_dump(mode="json")
+    t0 = time.time()
+    train_set = build_graphs(algo, "train", int(ctx.get("data.train_size", 256)))
+    val_set = build_graphs(algo, "val", int(ctx.get("data.val_size", 64)))
+    ctx.print0(f"[gnn] {len(train_set)} train / {len(val_set)} val graphs built in {time.time() - t0:.1f}s")
+
+    batch_size = int(ctx.get("train.batch_size", 16))
+    loader, sampler = ctx.make_loader(train_set, batch_size, collate_fn=collate)
+    val_loader, _ = ctx.make_loader(val_set, batch_size, shuffle=False, collate_fn=collate)
+    net = ColoringGNN(
+        feature_dim(int(algo["random_features"])),
+        int(ctx.get("model.hidden_size", 64)),
+        int(ctx.get("model.num_layers", 4)),
+        int(algo["num_colors"]),
+        float(algo["dropout"]),
+        bool(algo["chromatic_head"]),
+    ).to(ctx.device)
+    ctx.print0(f"[gnn] parameters: {sum(p.numel() for p in net.parameters()):,}")
+    model = ctx.compile(ctx.wrap_ddp(net))
+    ctx.seed_per_rank()
+    opt = torch.optim.AdamW(
+        net.parameters(),
+        lr=float(ctx.get("train.learning_rate", 1e-3)),
+        weight_decay=float(ctx.get("train.weight_decay", 0.0)),
+    )
+    epochs = int(ctx.get("train.epochs", 10))
+    total = epochs * len(loader)
+    if ctx.get("train.max_steps"):
+        total = min(total, int(ctx.get("train.max_steps")))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lr_lambda(int(ctx.get("train.warmup_steps", 0)), total, str(ctx.get("train.lr_schedule", "cosine")))
+    )
+    state: dict[str, Any] = {
+        "model": model,
+        "optimizer": opt,
+        "scheduler": sched,
+        "scaler": ctx.scaler,
+        "pos": {"epoch": 0, "batch": 0},
+        "best": {"val_loss": float("inf"), "step": 0},
+    }
+    step, epoch, skip = 0, 0, 0
+    ckpt = ctx.checkpoints.restore(state, map_location=ctx.device)
+    if ckpt is not None:
+        step, epoch, skip = ckpt.step, ckpt.state["pos"]["epoch"], ckpt.state["pos"]["batch"]
+        state["best"] = ckpt.state["best"]
+        ctx.print0(f"[gnn] resumed from step {step} (epoch {epoch}, batch {skip})")
+    log_every, save_every = int(ctx.get("train.log_every", 10)), int(ctx.get("train.save_every", 0) or 0)
+    window_graphs, window_start = 0, time.time()
+
+    while epoch < epochs and step < total:
+        sampler.set_epoch(epoch)
+        for i, batch in enumerate(itertools.islice(loader, skip, None), start=skip):
+            batch = batch.to(ctx.device)
+            with ctx.autocast():
+                loss, parts = batch_loss(model, batch, algo)
+            grad_norm = ctx.optimizer_step(loss, opt, net.parameters())
+            sched.step()
+            step += 1
+            window_graphs += batch.num_graphs
+            state["pos"] = {"epoch": epoch, "batch": i + 1}
+            if step % log_every == 0 or step == total:
+                mean = ctx.all_reduce_mean(loss=float(loss.detach()), graphs=float(window_graphs), **parts)
+                gps = mean.pop("graphs") * ctx.world_size / max(time.time() - window_start, 1e-9)
+                ctx.metrics.log(
+                    step,
+                    epoch=epoch + (i + 1) / len(loader),
+                    lr=sched.get_last_lr()[0],
+                    grad_norm=grad_norm,
+                    samples_per_s=gps,
+                    **mean,
+                )
+                ctx.print0(
+                    f"[gnn] step {step}/{total} epoch {epoch} loss {mean['loss']:.4f} "
+                    f"grad_norm {grad_norm:.3f} graphs/s {gps:.0f}"
+                )
+                window_graphs, window_start = 0, time.time()
+            if ctx.should_stop():
+                ctx.exit_for_requeue(step, state)
+            if save_every and step % save_every == 0:
+                ctx.checkpoints.save(step, state)
+            if step >= total:
+                break
+        epoch, skip = epoch + 1, 0
+        val_loss = validate(ctx, model, val_loader, algo)
+        improved = val_loss < state["best"]["val_loss"]
+        if improved:
+            state["best"] = {"val_loss": val_loss, "step": step}
+            if ctx.is_main:
+                atomic_torch_save(net.state_dict(), ctx.job_dir / BEST_FILE)
+        ctx.metrics.log(step, val_loss=val_loss, epoch=float(epoch))
+        ctx.print0(f"[gnn] epoch {epoch} val_loss {val_loss:.4f}{' (best)' if improved else ''}")
+        ctx.checkpoints.save(step, state)
+    return finish(ctx, net, val_set, algo, state["best"], step)
+
+
+def finish(
+    ctx: RunContext, net: ColoringGNN, val: list[Graph], algo: dict[str, Any], best: dict[str, Any], step: int
+) -> int:
+    """Rank 0: best weights → report + ONNX; the others wait at the closing barrier."""
+    if not ctx.is_main:
+        return 0
+    best_path = ctx.job_dir / BEST_FILE
+    if best_path.is_file():
+        net.load_state_dict(torch.load(best_path, map_location=ctx.device))
+    result: dict[str, Any] = {"steps": step, "best_val_loss": best["val_loss"], "best_step": best["step"]}
+    result.update(report(ctx, net, val, algo))
+    if algo["onnx_export"]:
+        result["onnx"] = export_and_check(ctx, net, val, algo)
+    val_summary = result["summary"]["val"]
+    ctx.metrics.log(
+        step,
+        conflicts_per_edge=val_summary["conflicts_per_edge_argmax"],
+        conflicts_per_edge_repaired=val_summary["conflicts_per_edge_repaired"],
+        zero_conflict_share=val_summary["zero_conflict_share"],
+    )
+    ctx.write_json("result.json", result)
+    ctx.print0(f"[gnn] wrote {ctx.job_dir / 'result.json'}")
+    return 0
+
+
+def export_and_check(ctx: RunContext, net: ColoringGNN, val: list[Graph], algo: dict[str, Any]) -> dict[str, Any]:
+    from gputrain.errors import GputrainError
+    from gputrain.train.gnn_coloring.export import check_onnx, export_onnx
+
+    path: Path = ctx.job_dir / "model.onnx"
+    example = val[0]
+    assert example.x is not None
+    t0 = time.time()
+    export_onnx(net, example.x, example.edge_index(), path)
+    # A size the export never saw: larger than any generated graph, with a node of degree 0.
+    n = int(algo["max_nodes"]) + 17
+    edges = erdos_renyi(n - 1, 4.0 / n, np.random.default_rng(12345))
+    unseen = featurize(
+        Graph("unseen", "erdos_renyi", n, edges, q=3, chi=None),
+        int(algo["num_colors"]),
+        int(algo["random_features"]),
+        99,
+    )
+    diff = check_onnx(net, path, unseen.x, unseen.edge_index())  # type: ignore[arg-type]
+    info = {
+        "path": path.name,
+        "max_abs_diff": diff,
+        "check_nodes": unseen.num_nodes,
+        "check_edges": unseen.num_edges,
+        "seconds": round(time.time() - t0, 1),
+    }
+    ctx.print0(
+        f"[gnn] ONNX exported to {path}; onnxruntime max |Δ| = {diff:.2e} on an unseen graph "
+        f"({unseen.num_nodes} nodes, {unseen.num_edges} edges)"
+    )
+    if not diff <= float(algo["onnx_tolerance"]):
+        raise GputrainError(f"ONNX check failed: max |Δ| {diff:.3g} > {algo['onnx_tolerance']}")
+    return info
