@@ -9,7 +9,6 @@ Python tracebacks (assembled by :class:`LogParser`). Anything else is kept as te
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re
@@ -28,6 +27,7 @@ _RANK_RE = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
 _RAY_RE = re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*")  # Ray actors' prefix (verl)
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _NUM_RE = re.compile(rf"^\s*(?:np\.float\d*\()?({_NUM})\)?\s*$")
+_HF_ITEM_RE = re.compile(rf"'([A-Za-z_][\w./-]*)': ({_NUM})(?=[,}}])")
 _VERL_RE = re.compile(r"^step:\s*(\d+)\s+-\s+")
 _OURS_RE = re.compile(r"^step (\d+)(?:/(\d+))?((?: \| [A-Za-z_][\w./-]* \S+)*)\s*$")
 _TQDM_RE = re.compile(
@@ -58,6 +58,12 @@ class LogRecord:
 
 
 def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        return value if math.isfinite(value) else None
     match = _NUM_RE.match(text)
     if not match:
         return None
@@ -104,15 +110,12 @@ def _parse_json(text: str) -> LogRecord | None:
 
 
 def _parse_hf(text: str) -> LogRecord | None:
-    if len(text) > 8192:
-        return None
-    try:
-        obj = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        return None
-    if not isinstance(obj, dict):
-        return None
-    values = _numeric_items(obj)
+    """``{'loss': 1.2, 'learning_rate': 2e-05}``: a regex, not ``ast.literal_eval`` (40x slower)."""
+    values: dict[str, float] = {}
+    for key, raw in _HF_ITEM_RE.findall(text, 0, 8192):
+        number = float(raw)
+        if math.isfinite(number):
+            values[ALIASES.get(key, key)] = number
     if not values:
         return None
     step = values.pop("step", None)
@@ -228,8 +231,9 @@ def _parse_text(text: str) -> LogRecord:
 class LogParser:
     """Feeds lines, returns records; assembles multi-line tracebacks, one per rank (ranks interleave)."""
 
-    def __init__(self) -> None:
+    def __init__(self, events_only: bool = False) -> None:
         self._tracebacks: dict[int | None, list[str]] = {}
+        self._events_only = events_only  # skip metric parsing: only failure events and tracebacks
 
     def feed(self, line: str) -> list[LogRecord]:
         rank, text = split_rank(line[:MAX_LINE_CHARS].rstrip("\n"))
@@ -250,8 +254,11 @@ class LogParser:
         if text.startswith(_TRACEBACK_START):
             self._tracebacks[rank] = [_TRACEBACK_START]
             return out
-        record = parse_line(line)
-        out.append(record)
+        if self._events_only:
+            text = text[:MAX_LINE_CHARS]
+            out.append(LogRecord("text", text, rank=rank, event=classify_line(text)))
+        else:
+            out.append(parse_line(line))
         return out
 
     def flush(self) -> list[LogRecord]:

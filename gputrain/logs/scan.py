@@ -1,10 +1,11 @@
 """Scan a (possibly huge, possibly growing) log file in bounded memory, resuming where the last scan ended.
 
 Speed comes from never looking at most lines in Python: each 8 MiB chunk is searched with ``bytes.find``
-(C speed) for a few needles (``loss``, ``reward``, ``rror``), only the lines that contain one are decoded
+(C speed) for two needles (``loss``, ``rror``), only the lines that contain one are decoded
 and parsed, and of the progress bars only the last one per chunk is read. The final
 :data:`TAIL_BYTES` of the file are always parsed line by line, for the failure messages and traceback
-that carry no needle (``Killed``, watchdog timeouts, ``KeyboardInterrupt``).
+that carry no needle (``Killed``, watchdog timeouts, ``KeyboardInterrupt``). Metric lines without
+``loss`` in other tools' logs are missed in the body (our trainings' metrics come from metrics.jsonl).
 
 The state (offset, inode, partial last line, metric statistics) is JSON, so ``--summary`` after the log
 grew reads only the new bytes.
@@ -22,9 +23,9 @@ from gputrain.logs.parse import _EXC_LINE_RE, LogParser, LogRecord, parse_line, 
 from gputrain.logs.stats import MetricTable
 
 CHUNK_BYTES = 8 << 20
-TAIL_BYTES = 256 << 10
+TAIL_BYTES = 64 << 10
 MAX_CARRY = 64 << 10  # a partial line longer than this is cut (the rest of that line is skipped)
-METRIC_NEEDLES = (b"loss", b"reward")
+METRIC_NEEDLES = (b"loss",)
 _TB_START = b"Traceback (most recent call last):"
 
 
@@ -92,60 +93,74 @@ class LogScanner:
         except OSError as exc:
             raise LogError(f"{self.path}: cannot read log ({exc.strerror})") from None
         read = 0
-        with fh:
+        # One buffer for the whole scan: allocating a fresh 8 MiB object per chunk costs page faults
+        # that, on a busy machine, take as long as the search itself.
+        buf = bytearray(CHUNK_BYTES + MAX_CARRY)
+        with fh, memoryview(buf) as view:
             st = os.fstat(fh.fileno())
             if st.st_ino != self.inode or st.st_size < self.offset:  # rotated or truncated: start over
                 self.reset()
                 self.inode = st.st_ino
             fh.seek(self.offset)
-            while chunk := fh.read(CHUNK_BYTES):
-                read += len(chunk)
-                self.offset += len(chunk)
-                self._feed(chunk)
+            while True:
+                keep = len(self.carry)
+                buf[:keep] = self.carry
+                n = fh.readinto(view[keep : keep + CHUNK_BYTES])
+                if not n:
+                    break
+                read += n
+                self.offset += n
+                self._feed(buf, keep + n)
         return read
 
-    def _feed(self, data: bytes) -> None:
-        if self.skipping:
-            cut = max(data.find(b"\n"), data.find(b"\r"))
-            if cut == -1:
+    def _feed(self, buf: bytearray, end: int) -> None:
+        """``buf[:end]`` is the carried partial line followed by new bytes."""
+        start = 0
+        if self.skipping:  # the rest of an overlong line: drop up to its end
+            newline, cr = buf.find(b"\n", 0, end), buf.find(b"\r", 0, end)
+            cut = min(x for x in (newline, cr, end) if x != -1)
+            if cut == end:
                 return
             self.skipping = False
-            data = data[cut + 1 :]
-        chunk = self.carry + data if self.carry else data
-        cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            start = cut + 1
+        cut = max(buf.rfind(b"\n", start, end), buf.rfind(b"\r", start, end))
         if cut == -1:
-            if len(chunk) > MAX_CARRY:
-                self.carry, self.skipping = chunk[:MAX_CARRY], True
-                self._scan_lines(self.carry + b"\n")
-                self.carry = b""
+            if end - start > MAX_CARRY:
+                head = bytes(buf[start : start + MAX_CARRY]) + b"\n"
+                self.carry, self.skipping = b"", True
+                self._scan_lines(head, 0, len(head))
             else:
-                self.carry = chunk
+                self.carry = bytes(buf[start:end])
             return
-        self.carry = chunk[cut + 1 :]
-        if len(self.carry) > MAX_CARRY:
+        if end - cut - 1 > MAX_CARRY:
             self.carry, self.skipping = b"", True
-        self._scan_lines(chunk[: cut + 1])
+        else:
+            self.carry = bytes(buf[cut + 1 : end])
+        self._scan_lines(buf, start, cut + 1)
 
-    def _scan_lines(self, chunk: bytes) -> None:
+    def _scan_lines(self, buf: bytes | bytearray, lo: int, hi: int) -> None:
         found: dict[int, int] = {}
         for needle in METRIC_NEEDLES + EVENT_NEEDLES:
-            _find_lines(chunk, needle, found)
-        bar = chunk.rfind(b"%|")
+            find = buf.find
+            pos = find(needle, lo, hi)
+            while pos != -1:
+                pos = find(needle, _line_at(buf, pos, found, lo, hi), hi)
+        bar = buf.rfind(b"%|", lo, hi)
         if bar != -1:
-            _line_at(chunk, bar, found)
+            _line_at(buf, bar, found, lo, hi)
         for start in sorted(found):
             end = found[start]
-            line = chunk[start : min(end, start + MAX_CARRY)].decode("utf-8", "replace")
+            line = buf[start : min(end, start + MAX_CARRY)].decode("utf-8", "replace")
             record = parse_line(line)
             if record.event and record.kind == "text" and _EXC_LINE_RE.match(split_rank(line)[1].strip()):
-                self._take_traceback(chunk, start, end)
+                self._take_traceback(buf, lo, start, end)
             self.add_record(record)
 
-    def _take_traceback(self, chunk: bytes, start: int, end: int) -> None:
-        head = chunk.rfind(_TB_START, max(0, start - MAX_CARRY), start)
+    def _take_traceback(self, buf: bytes | bytearray, lo: int, start: int, end: int) -> None:
+        head = buf.rfind(_TB_START, max(lo, start - MAX_CARRY), start)
         if head != -1:
-            head = chunk.rfind(b"\n", 0, head) + 1
-            lines = chunk[head:end].decode("utf-8", "replace").splitlines()
+            head = buf.rfind(b"\n", lo, head) + 1 or lo
+            lines = buf[head:end].decode("utf-8", "replace").splitlines()
             self.traceback = "\n".join(split_rank(x)[1] for x in lines[-120:])
 
     def add_record(self, record: LogRecord) -> None:
@@ -190,7 +205,7 @@ class LogScanner:
             return events, traceback
         if size > TAIL_BYTES:
             data = data[data.find(b"\n") + 1 :]
-        parser = LogParser()
+        parser = LogParser(events_only=True)
         for line in data.decode("utf-8", "replace").splitlines():
             for record in parser.feed(line):
                 if record.event:
@@ -202,23 +217,17 @@ class LogScanner:
         return events, traceback
 
 
-def _line_at(chunk: bytes, pos: int, found: dict[int, int]) -> int:
-    start = chunk.rfind(b"\n", 0, pos) + 1
-    r = chunk.rfind(b"\r", start, pos)
+def _line_at(buf: bytes | bytearray, pos: int, found: dict[int, int], lo: int, hi: int) -> int:
+    """Record the line (``\\n`` or ``\\r`` delimited) around ``pos``; returns its end."""
+    start = buf.rfind(b"\n", lo, pos) + 1 or lo
+    r = buf.rfind(b"\r", start, pos)
     if r != -1:
         start = r + 1
-    end = chunk.find(b"\n", pos)
+    end = buf.find(b"\n", pos, hi)
     if end == -1:
-        end = len(chunk)
-    r = chunk.find(b"\r", pos, end)
+        end = hi
+    r = buf.find(b"\r", pos, end)
     if r != -1:
         end = r
     found[start] = end
     return end
-
-
-def _find_lines(chunk: bytes, needle: bytes, found: dict[int, int]) -> None:
-    find = chunk.find
-    pos = find(needle)
-    while pos != -1:
-        pos = find(needle, _line_at(chunk, pos, found))

@@ -134,16 +134,19 @@ def summarize(
     if saved is None or saved.get("version") != STATE_VERSION or saved.get("rank") != rank:
         saved = {}
     scanners: list[LogScanner] = []
+    changed = final or not saved
     for log in logs:
         old = saved.get("logs", {}).get(str(log))
         scanner = LogScanner.from_json(old) if old else LogScanner(log, rank=rank)
-        scanner.scan()
+        changed = scanner.scan() > 0 or changed or not old
         scanners.append(scanner)
     cursor = MetricsCursor(path / METRICS_FILE) if job_dir else None
     if cursor is not None:
         if saved.get("metrics"):
             cursor.load(saved["metrics"])
+        before = cursor.offset
         cursor.scan()
+        changed = changed or cursor.offset != before
     plan = _read_json(path / "plan.json") if job_dir else None
     prior_final = saved.get("final")
     if final:
@@ -161,20 +164,20 @@ def summarize(
             "metrics": cursor.to_json() if cursor else None,
         }
         atomic_write(job_dir / STATE_FILE, json.dumps(new_state))
-        write_summary_files(
-            job_dir, summary, cursor.table if cursor and cursor.table.records else _log_table(scanners)
-        )
+        table = cursor.table if cursor and cursor.table.records else _log_table(scanners)
+        write_summary_files(job_dir, summary, table, curves=changed or not (job_dir / "curves.png").exists())
     return summary
 
 
-def write_summary_files(job_dir: Path, summary: dict[str, Any], table: MetricTable) -> None:
+def write_summary_files(job_dir: Path, summary: dict[str, Any], table: MetricTable, curves: bool = True) -> None:
     from gputrain.logs.plot import write_curves
     from gputrain.logs.report import render_text
 
+    png = job_dir / "curves.png"
+    if (curves and write_curves(table, png)) or png.exists():
+        summary["curves"] = str(png)
     atomic_write(job_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     atomic_write(job_dir / "job_summary.txt", render_text(summary))
-    if write_curves(table, job_dir / "curves.png"):
-        summary["curves"] = str(job_dir / "curves.png")
 
 
 def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], str | None]:

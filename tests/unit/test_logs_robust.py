@@ -40,8 +40,8 @@ def test_giant_line_is_skipped_in_bounded_memory(tmp_path: Path, monkeypatch: py
     carries: list[int] = []
     original = LogScanner._feed
 
-    def watch(self: LogScanner, data: bytes) -> None:
-        original(self, data)
+    def watch(self: LogScanner, buf: bytearray, end: int) -> None:
+        original(self, buf, end)
         carries.append(len(self.carry))
 
     monkeypatch.setattr(LogScanner, "_feed", watch)

@@ -110,13 +110,13 @@ def test_resummarizing_reads_only_appended_bytes(tmp_path: Path, monkeypatch: py
     job = make_job(tmp_path, log="time_limit.log", steps=2)
     log = job / "training_output.log"
     fed: list[int] = []
-    original = scan_mod.LogScanner._feed
+    original = scan_mod.LogScanner.scan
 
-    def counting(self: scan_mod.LogScanner, data: bytes) -> None:
-        fed.append(len(data))
-        original(self, data)
+    def counting(self: scan_mod.LogScanner) -> int:
+        fed.append(original(self))
+        return fed[-1]
 
-    monkeypatch.setattr(scan_mod.LogScanner, "_feed", counting)
+    monkeypatch.setattr(scan_mod.LogScanner, "scan", counting)
     (job / "metrics.jsonl").unlink()
     first = summarize(job)
     assert sum(fed) == log.stat().st_size
