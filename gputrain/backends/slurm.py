@@ -115,6 +115,7 @@ class SlurmBackend(Backend):
 
         if shutil.which("sbatch") is None:
             run_slurm(["sbatch"])  # raises the one-line "not found on PATH" error
+        self._check_gres(data)
         staging = logs_dir / f".staging_{recipe}_{stamp}_{uuid.uuid4().hex[:8]}"
         self._write_folder(staging, files)
         try:
@@ -149,21 +150,43 @@ class SlurmBackend(Backend):
         except OSError as exc:
             raise ClusterError(f"cannot write job folder {folder}: {exc.strerror}") from None
 
+    @staticmethod
+    def _gres(data: dict[str, Any]) -> str | None:
+        if data["gpu"] == "cpu" or int(data["gpus_per_node"]) <= 0:
+            return None
+        kind = (data.get("cluster") or {}).get("gres_type")
+        return f"gpu:{kind}:{data['gpus_per_node']}" if kind else f"gpu:{data['gpus_per_node']}"
+
+    def _check_gres(self, data: dict[str, Any]) -> None:
+        """A held job asking for GRES no node has is accepted by sbatch (it pends on BadConstraints
+        forever), so ask sinfo first. Also the first contact with the controller."""
+        gres = self._gres(data)
+        if gres is None:
+            return
+        cluster = data.get("cluster") or {}
+        args = ["sinfo", "-h", "-o", "%G"]
+        if cluster.get("partition"):
+            args += ["-p", str(cluster["partition"])]
+        info = run_slurm(args)
+        if info.returncode != 0:
+            raise ClusterError(_one_line("sinfo", info.stderr))
+        if not info.stdout.strip() and cluster.get("partition"):
+            raise ClusterError(explain_sbatch_error(
+                "Invalid partition name specified", partition=cluster["partition"], gres=gres,
+                cluster=cluster.get("name", "?")))
+        if not gres_offered(info.stdout, cluster.get("gres_type"), int(data["gpus_per_node"])):
+            raise ClusterError(explain_sbatch_error(
+                "Invalid generic resource (gres) specification", partition=cluster.get("partition"),
+                gres=gres, cluster=cluster.get("name", "?"), gres_ok=False))
+
     def _sbatch_held(self, script: Path, data: dict[str, Any]) -> str:
         proc = run_slurm(["sbatch", "--parsable", "--hold", str(script)])
         if proc.returncode == 0:
             return parse_sbatch_id(proc.stdout)
         cluster = data.get("cluster") or {}
-        gres = None
-        gres_ok = None
-        if data["gpu"] != "cpu" and data["gpus_per_node"] > 0:
-            gres = f"gpu:{cluster.get('gres_type') or ''}:{data['gpus_per_node']}".replace("::", ":")
-            info = run_slurm(["sinfo", "-h", "-o", "%G"])
-            if info.returncode == 0:
-                gres_ok = gres_offered(info.stdout, cluster.get("gres_type"), int(data["gpus_per_node"]))
         raise ClusterError(explain_sbatch_error(
-            proc.stderr or proc.stdout, partition=cluster.get("partition"), gres=gres,
-            cluster=cluster.get("name", "?"), gres_ok=gres_ok,
+            proc.stderr or proc.stdout, partition=cluster.get("partition"), gres=self._gres(data),
+            cluster=cluster.get("name", "?"), gres_ok=True,
         ))
 
     @staticmethod

@@ -25,6 +25,9 @@ _STATE_MAP = {
 }
 
 
+_ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+
+
 def map_state(raw: str, *, restarts: int = 0) -> str:
     """Slurm state (``CANCELLED by 0``, ``PENDING``...) → gputrain vocabulary.
 
@@ -75,10 +78,11 @@ def parse_scontrol_job(text: str) -> SlurmJob | None:
         fields.setdefault(m.group(1), m.group(2).strip())
     restarts = int(fields.get("Restarts", "0") or 0)
     raw = fields.get("JobState", "")
-    code, sig = parse_exit_code(fields.get("ExitCode", ""))
+    state = map_state(raw, restarts=restarts)
+    code, sig = parse_exit_code(fields.get("ExitCode", "")) if state in _ENDED else (None, None)
     return SlurmJob(
         job_id=fields.get("JobId", ""),
-        state=map_state(raw, restarts=restarts),
+        state=state,
         raw_state=raw,
         reason=fields.get("Reason", ""),
         exit_code=code,

@@ -1,0 +1,198 @@
+"""`gputrain submit/status/jobs/cancel` against the real 2-node Slurm testbed (scripts/slurm-testbed).
+
+Every job is the bundled selftest (real torchrun, gloo on CPU). The fixture brings the testbed up if it is
+not (idempotent); without Slurm the tests skip, except under CI=true where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTBED = ROOT / "scripts" / "slurm-testbed"
+RECIPE = ROOT / "recipes" / "selftest.yaml"
+# The CLI with the Slurm commands registered even before gputrain/cli/main.py lists them.
+CLI = (
+    "from gputrain.cli.main import app, main\n"
+    "from gputrain.cli import slurm\n"
+    "if not any(c.name == 'submit' for c in app.registered_commands): slurm.register(app)\n"
+    "main()\n"
+)
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def testbed() -> None:
+    up = subprocess.run([str(TESTBED), "up"], capture_output=True, text=True, timeout=600)
+    if up.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"slurm testbed did not come up: {up.stderr.strip()[-500:]}")
+        pytest.skip(f"slurm testbed unavailable: {up.stderr.strip()[-200:]}")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("slurm")
+
+
+def gt(workdir: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> Any:
+    full_env = {**os.environ, "GPUTRAIN_HOME": str(workdir / "home"),
+                "GPUTRAIN_CONFIG": str(workdir / "clusters.yaml"), **(env or {})}
+    proc = subprocess.run([sys.executable, "-c", CLI, *args], cwd=workdir, env=full_env,
+                          capture_output=True, text=True, timeout=180)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def submit(workdir: Path, *args: str) -> tuple[str, Path]:
+    out = json.loads(gt(workdir, "submit", str(RECIPE), "--cluster", "testbed", "--json", *args).stdout)
+    return out["job_id"], Path(out["job_dir"])
+
+
+def status(workdir: Path, job_id: str) -> dict[str, Any]:
+    return json.loads(gt(workdir, "status", job_id, "--json").stdout)  # type: ignore[no-any-return]
+
+
+def wait_for(workdir: Path, job_id: str, states: set[str], timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    info: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        info = status(workdir, job_id)
+        if info["state"] in states:
+            return info
+        time.sleep(2)
+    raise AssertionError(f"job {job_id} never reached {states}; last status {info}")
+
+
+def scontrol_detail(job_id: str) -> str:
+    return subprocess.run(["scontrol", "show", "job", "-d", job_id], capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def batch(testbed: None, workdir: Path) -> dict[str, tuple[str, Path]]:
+    """Submit the independent jobs at once so they run side by side on the two nodes."""
+    return {
+        "single": submit(workdir),  # V100 profile: 2 tasks on one node, --gres=gpu:volta:2
+        "multi": submit(workdir, "--nodes", "2", "--gpus", "1"),
+        "fail": submit(workdir, "--gpu", "cpu", "--gpus", "1", "--set", "algorithm.fail=true"),
+    }
+
+
+def test_two_tasks_on_one_node_with_volta_gres(batch: dict[str, tuple[str, Path]], workdir: Path) -> None:
+    job_id, job_dir = batch["single"]
+    assert job_dir.name.startswith(f"selftest_job_{job_id}_")
+    info = wait_for(workdir, job_id, FINAL)
+    assert (info["state"], info["exit_code"]) == ("COMPLETED", 0), (job_dir / "training_output.log").read_text()
+    result = json.loads((job_dir / "result.json").read_text())
+    assert result["ok"] and result["world_size"] == 2 and result["slurm_node_ids"] == ["0"]
+    assert "#SBATCH --gres=gpu:volta:2" in (job_dir / "job.sbatch").read_text()
+    assert "GRES=gpu:volta:2" in scontrol_detail(job_id)  # requested and granted
+    log = (job_dir / "training_output.log").read_text()
+    assert "all-reduce correct on 2 rank(s)" in log
+    assert (job_dir / "plan.json").is_file() and (job_dir / "recipe.resolved.yaml").is_file()
+
+
+def test_two_nodes_rendezvous_and_all_reduce(batch: dict[str, tuple[str, Path]], workdir: Path) -> None:
+    job_id, job_dir = batch["multi"]
+    info = wait_for(workdir, job_id, FINAL)
+    assert info["state"] == "COMPLETED", (job_dir / "training_output.log").read_text()
+    assert info["nodes"] == "n[1-2]"
+    result = json.loads((job_dir / "result.json").read_text())
+    assert result["world_size"] == 2 and result["slurm_node_ids"] == ["0", "1"]
+    assert sorted(r["rank"] for r in result["ranks"]) == [0, 1]
+    assert "--rdzv_backend=c10d" in (job_dir / "job.sbatch").read_text()
+
+
+def test_failing_job_is_failed_with_exit_code(batch: dict[str, tuple[str, Path]], workdir: Path) -> None:
+    job_id, job_dir = batch["fail"]
+    info = wait_for(workdir, job_id, FINAL)
+    assert info["state"] == "FAILED" and info["exit_code"] not in (None, 0)
+    log = (job_dir / "training_output.log").read_text()
+    assert "RuntimeError: selftest failing on purpose" in log
+    listed = json.loads(gt(workdir, "jobs", "--json").stdout)
+    assert {j["job_id"]: j["state"] for j in listed}[job_id] == "FAILED"
+    has_summary = subprocess.run(["gputrain", "logs", "--help"], capture_output=True).returncode == 0
+    if has_summary:  # the job runs `gputrain logs JOB --summary --final` at its end
+        summary = (job_dir / "job_summary.txt").read_text()
+        assert "RuntimeError" in summary
+
+
+def test_cancel_running_job(testbed: None, workdir: Path) -> None:
+    job_id, _ = submit(workdir, "--gpu", "cpu", "--gpus", "1",
+                       "--set", "train.max_steps=100", "--set", "algorithm.sleep_seconds=200")
+    wait_for(workdir, job_id, {"RUNNING"})
+    assert "cancelled job" in gt(workdir, "cancel", job_id).stdout
+    info = wait_for(workdir, job_id, FINAL, timeout=60)
+    assert info["state"] == "CANCELLED"
+
+
+def test_preempted_job_requeues_and_resumes(testbed: None, workdir: Path) -> None:
+    job_id, job_dir = submit(workdir, "--gpu", "cpu", "--gpus", "2",
+                             "--set", "train.max_steps=30", "--set", "algorithm.sleep_seconds=30")
+    metrics = job_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 3):
+        time.sleep(1)
+    assert metrics.exists(), (job_dir / "training_output.log").read_text()
+    subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], check=True)
+    wait_for(workdir, job_id, {"REQUEUED"}, timeout=120)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+    info = wait_for(workdir, job_id, FINAL)
+    log = (job_dir / "training_output.log").read_text()
+    assert info["state"] == "COMPLETED", log
+    assert info["restarts"] == 1
+    result = json.loads((job_dir / "result.json").read_text())
+    assert result["restart_count"] == 1 and result["steps"] == 30 and result["checked_steps"] == 30
+    assert result["resumed_from_step"] >= 3
+    assert result["steps_this_run"] == 30 - result["resumed_from_step"]
+    preempted = json.loads((job_dir / "PREEMPTED.restart-1").read_text())
+    assert preempted["step"] == result["resumed_from_step"] and preempted["signal"] == "SIGUSR1"
+    assert "resumed from checkpoint" in log
+
+
+def _no_job_recorded(workdir: Path, logs: Path) -> None:
+    assert json.loads(gt(workdir, "jobs", "--json", "--no-refresh").stdout) == []
+    assert not logs.exists() or list(logs.iterdir()) == []
+
+
+def test_submit_errors_are_one_line_and_record_nothing(testbed: None, tmp_path: Path) -> None:
+    (tmp_path / "clusters.yaml").write_text(
+        "badpart:\n  gpu: V100-32GB\n  gpus_per_node: 2\n  gres_type: volta\n  partition: nope\n"
+        "badgres:\n  gpu: V100-32GB\n  gpus_per_node: 2\n  gres_type: tesla\n  partition: debug\n"
+    )
+    logs = tmp_path / "logs"
+    cases = {
+        "badpart": ({}, "partition 'nope'"),
+        "badgres": ({}, "no node offers gpu:tesla:2"),
+        "testbed": ({"PATH": "/nonexistent"}, "sbatch not found on PATH"),
+    }
+    for cluster, (env, expected) in cases.items():
+        proc = gt(tmp_path, "submit", str(RECIPE), "--cluster", cluster, env=env, check=False)
+        assert proc.returncode != 0
+        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and expected in errors[0], proc.stderr
+        assert "Traceback" not in proc.stderr
+        _no_job_recorded(tmp_path, logs)
+
+
+def test_unreachable_controller(testbed: None, tmp_path: Path) -> None:
+    conf = Path(os.environ.get("GPUTRAIN_TESTBED_DIR", "/tmp/gputrain-slurm")) / "etc" / "slurm.conf"
+    bad = tmp_path / "slurm.conf"
+    bad.write_text("\n".join(
+        "SlurmctldPort=1" if ln.startswith("SlurmctldPort=") else ln for ln in conf.read_text().splitlines()
+    ) + "\n")
+    proc = gt(tmp_path, "submit", str(RECIPE), "--cluster", "testbed", env={"SLURM_CONF": str(bad)},
+              check=False)
+    assert proc.returncode != 0 and "controller unreachable" in proc.stderr, proc.stderr
+    _no_job_recorded(tmp_path, tmp_path / "logs")
