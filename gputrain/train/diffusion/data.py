@@ -165,6 +165,6 @@ def encode_fixed(tok: Tokenizer, segments: list[Segment]) -> list[int]:
     """Each segment truncated or padded with end-of-text to its length, then concatenated."""
     ids: list[int] = []
     for seg in segments:
-        enc = tok.encode(seg.text)[: seg.length - 1] + [tok.eos_id]
+        enc = [*tok.encode(seg.text)[: seg.length - 1], tok.eos_id]
         ids.extend(enc + [tok.eos_id] * (seg.length - len(enc)))
     return ids

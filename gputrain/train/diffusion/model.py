@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -61,13 +62,27 @@ class TimeEmbedding(nn.Module):
     def __init__(self, cond_dim: int, freq_dim: int = 256) -> None:
         super().__init__()
         self.freq_dim = freq_dim
-        self.mlp = nn.Sequential(nn.Linear(freq_dim, cond_dim), nn.SiLU(), nn.Linear(cond_dim, cond_dim))
+        self.fc1, self.fc2 = nn.Linear(freq_dim, cond_dim), nn.Linear(cond_dim, cond_dim)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
         half = self.freq_dim // 2
         freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device).float() / half)
         args = 1000.0 * t.float()[..., None] * freqs
-        return self.mlp(torch.cat([args.cos(), args.sin()], dim=-1).to(self.mlp[0].weight.dtype))
+        feats = torch.cat([args.cos(), args.sin()], dim=-1).to(self.fc1.weight.dtype)
+        return self.fc2(F.silu(self.fc1(feats)))
+
+
+_FLEX: Any = None
+
+
+def compiled_flex() -> Any:
+    """FlexAttention compiled once per process (uncompiled it materialises the full score matrix)."""
+    global _FLEX
+    if _FLEX is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _FLEX = torch.compile(flex_attention, dynamic=False)
+    return _FLEX
 
 
 def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -101,10 +116,7 @@ class DiTBlock(nn.Module):
         if mask is None or isinstance(mask, torch.Tensor):
             att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
-            from torch.nn.attention.flex_attention import flex_attention
-
-            att = flex_attention(q, k, v, block_mask=mask)  # type: ignore[arg-type]
-            assert isinstance(att, torch.Tensor)
+            att = compiled_flex()(q, k, v, block_mask=mask)
         x = x + g1 * self.proj(att.transpose(1, 2).reshape(b, s, d))
         x = x + g2 * self.mlp(modulate(self.norm2(x), sh2, sc2))
         return x, new_kv

@@ -22,7 +22,8 @@ from gputrain.train.diffusion.schedule import LogLinearSchedule
 def _extend(cache: list[KV] | None, new: list[KV]) -> list[KV]:
     if cache is None:
         return new
-    return [(torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2)) for (k0, v0), (k1, v1) in zip(cache, new)]
+    pairs = zip(cache, new, strict=True)
+    return [(torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2)) for (k0, v0), (k1, v1) in pairs]
 
 
 @torch.no_grad()

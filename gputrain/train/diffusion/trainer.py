@@ -186,7 +186,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
         if step % log_every == 0 or step == total:
             dt = time.perf_counter() - tic
             seq_s = seen / dt
-            rec: dict[str, float] = {"loss": total_loss, "nelbo": total_loss, "lr": sched.get_last_lr()[0],
+            rec: dict[str, float] = {"loss": total_loss, "nelbo": total_loss, "lr": float(sched.get_last_lr()[0]),
                                      "grad_norm": grad_norm, "tokens_per_s": seq_s * n * world,
                                      "samples_per_s": seq_s * world, "epoch": pos["epoch"] + pos["batch"] /
                                      max(1, len(train_x) // (batch * world))}
@@ -245,7 +245,7 @@ def write_samples(ctx: RunContext, task: Task, model: DiT, tok: Tokenizer, sched
     with ctx.autocast():
         out = sample(model, task.layout, schedule, tok.mask_id, k, steps, ctx.device, prompt=prompt,
                      generator=gen, temperature=algo.sample_temperature)
-    records = [task.describe(tok, ids, row) for ids, row in zip(out.tolist(), rows)]
+    records = [task.describe(tok, ids, row) for ids, row in zip(out.tolist(), rows, strict=True)]
     lines = "".join(json.dumps(r) + "\n" for r in records)
     atomic_write_text(ctx.job_dir / "samples.jsonl", lines)
     stats = {"samples": float(k)}
