@@ -104,7 +104,9 @@ def test_up_end_to_end_trains_downloads_and_terminates(fake, tmp_path):
     (job_dir,) = (tmp_path / "logs").iterdir()
     assert (job_dir / "result.json").is_file(), sorted(p.name for p in job_dir.iterdir())
     assert (job_dir / "metrics.jsonl").is_file() or recipe.name == "selftest.yaml"
-    assert (job_dir / "training_output.log").stat().st_size > 0
+    log = (job_dir / "training_output.log").read_text()
+    assert log and "secret WANDB_API_KEY is not set" not in log  # it reached the training's environment
+    assert (job_dir / "job_summary.txt").is_file()  # written on the pod by `gputrain logs --summary`
     assert (tmp_path / "remote" / "data" / "training_data" / "graphs.txt").is_file()
     summary = json.loads((job_dir / "runpod.json").read_text())
     assert summary["terminated"] is True and summary["state"] == "COMPLETED" and summary["cost_usd"] >= 0
@@ -213,6 +215,21 @@ def test_capacity_error_is_plain_and_other_cloud_is_tried(fake, tmp_path):
         Up(_opts(tmp_path, other_cloud=True, ready_timeout_s=0.3)).run()
     clouds = [b["cloud"] for m, p, _, b in fake.requests if m == "POST" and p == "/v2/pods"]
     assert clouds == ["SECURE", "SECURE", "SECURE", "COMMUNITY"]
+
+
+def test_failed_termination_names_the_pod_and_the_command(fake, tmp_path):
+    fake.mode = "never_ready"
+    fake.fail_next("DELETE", r"/v2/pods/[^/]+", 500, times=50)
+    said: list[str] = []
+    with pytest.raises(RunPodError, match="not ready"):
+        Up(_opts(tmp_path, ready_timeout_s=0.3, name="gputrain-stuck"), say=said.append).run()
+    (pod,) = fake.live_pods()
+    text = "\n".join(said)
+    assert f"could not terminate pod {pod['id']}" in text and "gputrain runpod down gputrain-stuck" in text
+    assert json.loads(_registry_row(tmp_path)["extra"])["terminated"] is False
+    fake.faults.clear()
+    with RunPodClient(CANARY, fake.base_url) as client:
+        client.delete_pod(pod["id"])
 
 
 def test_ctrl_c_during_upload_terminates_the_pod(fake, tmp_path):

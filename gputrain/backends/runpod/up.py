@@ -120,7 +120,9 @@ class Up:
 
         registry = JobRegistry()
         record = registry.find(name)
-        if record is not None and record.job_dir and Path(record.job_dir).is_dir():
+        # Continue the earlier job folder only while its pod may still be alive (kept, or not terminated).
+        if (record is not None and record.job_dir and Path(record.job_dir).is_dir()
+                and not record.extra.get("terminated", False)):
             job_dir = Path(record.job_dir)
         else:
             stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
