@@ -58,26 +58,16 @@ class UpOptions:
 
 
 @contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGINT/SIGTERM raise :class:`Interrupted` in the main thread, so the ``finally`` always runs."""
+def _signals(up: Up) -> Iterator[None]:
+    """One handler for the whole run: SIGINT/SIGTERM raise :class:`Interrupted` (so the ``finally`` runs)
+    until clean-up starts; from then on a second Ctrl-C is noted, not obeyed, so the pod is not abandoned.
+    Keeping one handler installed throughout leaves no gap in which the default handler could fire."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        if up.cleaning_up:
+            up.say("still terminating the pod; please wait")
+            return
         raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-@contextmanager
-def _signals_deferred(say: Callable[[str], None]) -> Iterator[None]:
-    """While terminating, a second Ctrl-C must not abandon the pod: note it and carry on."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        say("still terminating the pod; please wait")
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -95,6 +85,8 @@ class Up:
         self.cost_per_hour = 0.0
         self.started = time.monotonic()
         self.create_attempted = False
+        self.cleaning_up = False
+        self.deadline = time.monotonic()
 
     # -- the whole run --------------------------------------------------------------------------------
     def run(self) -> int:
@@ -144,8 +136,8 @@ class Up:
         self.say(f"job {name}: {job_dir}")
         state, rc = "FAILED", 1
         client = RunPodClient(api_key)
-        try:
-            with _signals_raise():
+        with _signals(self):
+            try:
                 cuda = image_cuda(files["Dockerfile"])
                 self.pod = self._get_or_create(client, name, plan, public_key, cuda)
                 registry.update(name, extra={"pod_id": self.pod.id})
@@ -163,16 +155,16 @@ class Up:
                 self.say(f"training exited with {rc}; downloading results")
                 shell.download(f"{remote}/job", job_dir)
                 state = "COMPLETED" if rc == 0 else ("PREEMPTED" if rc == REQUEUE_EXIT_CODE else "FAILED")
-        except Interrupted as exc:
-            state, rc = "CANCELLED", exc.exit_code
-            self.say(f"{exc}; cleaning up")
-            raise
-        finally:
-            try:
-                with _signals_deferred(self.say):
-                    self._finish(client, registry, name, job_dir, state, rc)
+            except Interrupted as exc:
+                state, rc = "CANCELLED", exc.exit_code
+                self.say(f"{exc}; cleaning up")
+                raise
             finally:
-                client.close()
+                self.cleaning_up = True
+                try:
+                    self._finish(client, registry, name, job_dir, state, rc)
+                finally:
+                    client.close()
         return rc
 
     # -- steps ----------------------------------------------------------------------------------------
