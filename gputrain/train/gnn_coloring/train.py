@@ -47,7 +47,7 @@ def batch_loss(model: torch.nn.Module, batch: Batch, algo: dict[str, Any]) -> tu
     if bare.chi_head is None:
         logits = model(batch.x, batch.edge_index)
         loss, _ = potts_loss(logits, batch.edge_index, batch.node_graph, batch.q, batch.num_graphs)
-        return loss, {"potts": float(loss.detach())}
+        return loss, {}
     h = bare.encode(batch.x, batch.edge_index)
     logits = bare.head(h)
     potts, _ = potts_loss(logits, batch.edge_index, batch.node_graph, batch.q, batch.num_graphs)
@@ -66,8 +66,8 @@ def validate(ctx: RunContext, model: torch.nn.Module, loader: Any, algo: dict[st
     for batch in loader:
         batch = batch.to(ctx.device)
         with ctx.autocast():
-            _, parts = batch_loss(model, batch, algo)
-        total += parts["potts"] * batch.num_graphs
+            loss, parts = batch_loss(model, batch, algo)
+        total += parts.get("potts", float(loss)) * batch.num_graphs  # validation loss = the Potts term
         count += batch.num_graphs
     model.train()
     sums = ctx.all_reduce_mean(total=total, count=count)

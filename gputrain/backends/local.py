@@ -1,0 +1,238 @@
+"""Local backend: the rendered ``launch.sh`` (torchrun) on this machine, recorded like any other job.
+
+    gputrain run recipes/gnn_coloring.yaml --gpu cpu --gpus 2
+
+The job folder is staged under a hidden name, the job recorded (the registry hands out ``local-<id>``),
+then the folder renamed to ``<recipe>_job_local-<id>_<stamp>`` and the record pointed at it; a failure in
+between removes the folder and marks the record CANCELLED, so nothing is left half-made. In the
+foreground, torchrun's output is copied line by line to the terminal and ``training_output.log``; with
+``--detach`` the same supervisor runs as ``python -m gputrain.backends.local supervise JOB_DIR JOB_ID`` in
+its own session. Either way the supervisor records the end state and writes the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.errors import GputrainError
+from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
+
+LOG_FILE = "training_output.log"
+REQUEUE_EXIT_CODE = 75  # gputrain.train.runtime.signals; train/ is not imported from here
+
+
+def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def end_state(rc: int, job_dir: Path, cancelled: bool) -> str:
+    """A user's cancel wins over PREEMPTED (the runtime writes it on any SIGTERM, checkpointing first)."""
+    if cancelled:
+        return "CANCELLED"
+    if (job_dir / "PREEMPTED").exists():
+        return "PREEMPTED"
+    return "COMPLETED" if rc == 0 else "FAILED"
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, registry: JobRegistry | None = None) -> None:
+        self.registry = registry or JobRegistry()
+
+    def prepare(self, plan: Any, *, logs_dir: Path) -> Submission:
+        """Write the job folder and the registry record (state PENDING); start nothing."""
+        import yaml
+
+        from gputrain.render import render_artifacts
+
+        data = plan.to_dict()
+        data["target"] = "local"
+        data["artifacts"] = {**data.get("artifacts", {}), "launch.sh": "launch.sh"}
+        logs_dir = Path(logs_dir).absolute()
+        stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+        recipe = data["recipe"]
+        staging = logs_dir / f".staging_{recipe}_{stamp}_{uuid.uuid4().hex[:8]}"
+        script = render_artifacts(plan, job_dir=None, target="local")["launch.sh"]
+        files = {
+            "launch.sh": script,
+            "plan.json": json.dumps(data, indent=2, sort_keys=True) + "\n",
+            "recipe.resolved.yaml": yaml.safe_dump(data["config"], sort_keys=False),
+        }
+        try:
+            (staging / "checkpoints").mkdir(parents=True)
+            for name, text in files.items():
+                _write_atomic(staging / name, text, 0o755 if name.endswith(".sh") else 0o644)
+        except OSError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise GputrainError(f"cannot write job folder under {logs_dir}: {exc.strerror}") from None
+        try:
+            record = self.registry.add(
+                JobRecord(
+                    job_id="",
+                    backend="local",
+                    recipe=recipe,
+                    recipe_path=data["recipe_path"],
+                    state="PENDING",
+                    gpu=data["gpu"],
+                    gpus_per_node=data["gpus_per_node"],
+                    nodes=data["nodes"],
+                )
+            )
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        job_dir = logs_dir / f"{recipe}_job_{record.job_id}_{stamp}"
+        try:
+            os.rename(staging, job_dir)
+            self.registry.update(record.job_id, name=job_dir.name, job_dir=str(job_dir))
+        except (OSError, GputrainError) as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(job_dir, ignore_errors=True)
+            self.registry.update(record.job_id, state="CANCELLED", extra={"reason": "job folder not created"})
+            if isinstance(exc, GputrainError):
+                raise
+            raise GputrainError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
+        return Submission(job_id=record.job_id, job_dir=job_dir, script=script)
+
+    def submit(self, plan: Any, *, logs_dir: Path, dry_run: bool = False) -> Submission:
+        """Prepare and start detached (the Backend interface); ``run`` is the foreground path."""
+        sub = self.prepare(plan, logs_dir=logs_dir)
+        if not dry_run:
+            self.detach(sub)
+        return sub
+
+    def detach(self, sub: Submission) -> int:
+        cmd = [sys.executable, "-m", "gputrain.backends.local", "supervise", str(sub.job_dir), sub.job_id]
+        env = {**os.environ, "GPUTRAIN_REGISTRY": str(self.registry.path)}
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+        self.registry.update(sub.job_id, extra={"supervisor_pid": proc.pid})
+        return proc.pid
+
+    def run(self, sub: Submission, *, echo: IO[str] | None = None) -> int:
+        """torchrun in the foreground: output to ``echo`` and the log, end state + summary; returns rc."""
+        job_dir = sub.job_dir
+        env = {**os.environ, "GPUTRAIN_JOB_DIR": str(job_dir), "PYTHON": os.environ.get("PYTHON", sys.executable)}
+        env.setdefault("OMP_NUM_THREADS", "1")
+        cancelled = False
+        with open(job_dir / LOG_FILE, "a", encoding="utf-8", errors="replace") as log:
+            try:
+                proc = subprocess.Popen(
+                    ["bash", str(job_dir / "launch.sh")],
+                    cwd=os.getcwd(),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                    bufsize=1,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                self.registry.update(sub.job_id, state="FAILED", extra={"reason": str(exc)})
+                raise GputrainError(f"cannot start {job_dir / 'launch.sh'}: {exc.strerror}") from None
+            self.registry.update(sub.job_id, state="RUNNING", extra={"pid": proc.pid})
+
+            def forward(signum: int, frame: FrameType | None) -> None:
+                nonlocal cancelled
+                cancelled = cancelled or signum in (signal.SIGINT, signal.SIGTERM)
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM if signum == signal.SIGINT else signum)
+                except ProcessLookupError:
+                    pass
+
+            previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    log.write(line)
+                    log.flush()
+                    if echo is not None:
+                        echo.write(line)
+                        echo.flush()
+                rc = proc.wait()
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+        fresh = self.registry.find(sub.job_id)
+        cancelled = cancelled or bool(fresh and (fresh.extra or {}).get("cancel_requested"))
+        state = end_state(rc, job_dir, cancelled)
+        self.registry.update(sub.job_id, state=state, exit_code=rc)
+        self._summarize(job_dir, rc, state)
+        return rc
+
+    @staticmethod
+    def _summarize(job_dir: Path, rc: int, state: str) -> None:
+        try:
+            from gputrain.logs.summarize import summarize
+
+            summarize(job_dir, final=True, exit_code=rc, state=state)
+        except GputrainError as exc:
+            print(f"gputrain: warning: summary not written: {exc}", file=sys.stderr)
+
+    def status(self, job_id: str) -> JobStatus:
+        rec = self.registry.get(job_id)
+        state = rec.state
+        pid = (rec.extra or {}).get("pid")
+        if state == "RUNNING" and isinstance(pid, int) and not _alive(pid):
+            state = "UNKNOWN"  # the supervisor died without recording the end
+        return JobStatus(job_id=rec.job_id, state=state, exit_code=rec.exit_code, source="registry")
+
+    def cancel(self, job_id: str) -> None:
+        rec = self.registry.get(job_id)
+        if rec.state in FINAL_STATES:
+            return
+        pid = (rec.extra or {}).get("pid")
+        if isinstance(pid, int) and _alive(pid):
+            self.registry.update(job_id, extra={"cancel_requested": True})
+            os.killpg(pid, signal.SIGTERM)  # torchrun passes it on; the runtime checkpoints and exits 75
+        else:
+            self.registry.update(job_id, state="CANCELLED")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _supervise(job_dir: str, job_id: str) -> int:
+    registry = JobRegistry(os.environ.get("GPUTRAIN_REGISTRY") or None)
+    backend = LocalBackend(registry)
+    return backend.run(Submission(job_id=job_id, job_dir=Path(job_dir), script=""))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "supervise":
+        sys.exit(_supervise(sys.argv[2], sys.argv[3]))
+    print("usage: python -m gputrain.backends.local supervise JOB_DIR JOB_ID", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,59 @@
+"""``gputrain run``: a recipe on this machine with torchrun, recorded in the job registry.
+
+    gputrain run recipes/gnn_coloring.yaml --gpu cpu --gpus 2
+    gputrain run gnn_coloring --gpu cpu --gpus 2 --set train.epochs=2 --logs-dir /tmp/logs --detach
+
+Prints the job id and folder first, then the training output (also in ``training_output.log``), then
+the job summary; exits with torchrun's exit code. ``--detach`` returns at once; follow the job with
+``gputrain logs <job id> -f``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt, resolve_recipe_path
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+
+
+def run(
+    recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")],
+    gpu: GpuOpt = None,
+    gpus: GpusOpt = None,
+    set_: SetOpt = None,
+    preset: PresetOpt = None,
+    logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
+    detach: Annotated[bool, typer.Option("--detach", help="start in the background and return")] = False,
+) -> None:
+    """Run a recipe here with torchrun (one node): job folder, registry record, log, summary."""
+    from gputrain.backends.local import LocalBackend
+    from gputrain.planner import make_plan
+
+    path = resolve_recipe_path(recipe)
+    plan = make_plan(
+        path, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_ or []), preset=preset, target="local"
+    )
+    for warning in plan.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    backend = LocalBackend()
+    sub = backend.prepare(plan, logs_dir=logs_dir)
+    print(f"job {sub.job_id}: {sub.job_dir}", flush=True)
+    if detach:
+        pid = backend.detach(sub)
+        print(f"started in the background (supervisor pid {pid}); follow with: gputrain logs {sub.job_id} -f")
+        return
+    rc = backend.run(sub, echo=sys.stdout)
+    summary = sub.job_dir / "job_summary.txt"
+    if summary.is_file():
+        print(summary.read_text(encoding="utf-8"), end="")
+    rec = backend.registry.get(sub.job_id)
+    print(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")
+    if rc != 0:
+        raise typer.Exit(rc)
