@@ -14,7 +14,6 @@ import psutil
 import pytest
 
 from gputrain.train.sandbox import Job, SandboxLimits, SandboxPool, isolation_level
-from gputrain.train.sandbox.pool import UID_BASE
 
 pytestmark = pytest.mark.integration
 
@@ -31,33 +30,63 @@ def pool() -> SandboxPool:
     return SandboxPool(workers=2, limits=LIMITS)
 
 
-def sandbox_processes() -> list[psutil.Process]:
+def sandbox_processes(pool: SandboxPool) -> list[psutil.Process]:
+    """Live processes of this pool's uids, plus anything still below this test process (the unshare
+    wrappers). Other engineers' sandboxes (other uids) and reaped-pending zombies do not count."""
+    mine = set(pool.uids)
     found = []
-    for proc in psutil.process_iter(["uids", "cmdline"]):
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:
+            pass
+    for proc in psutil.process_iter(["uids", "status"]):
         uids = proc.info["uids"]
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if (uids and uids.real >= UID_BASE) or "gputrain-sbx-" in cmd:
+        if uids and uids.real in mine and proc.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(proc)
     return found
 
 
-def wait_no_leftovers() -> list[psutil.Process]:
+def real_uid(proc: psutil.Process) -> int:
+    try:
+        return int(proc.uids().real)
+    except psutil.Error:
+        return -1
+
+
+def wait_no_leftovers(pool: SandboxPool) -> list[psutil.Process]:
     # The kernel kills a dead namespace's processes asynchronously: poll (no timing assertion).
-    for _ in range(100):
-        left = sandbox_processes()
+    for _ in range(300):
+        left = sandbox_processes(pool)
         if not left:
             return []
         time.sleep(0.1)
-    return sandbox_processes()
+    return sandbox_processes(pool)
 
 
 def run_hostile(pool: SandboxPool, program: str, tests: list[str] | None = None) -> float:
     result = pool.run(Job(textwrap.dedent(program), tests or TESTS))
     assert result.isolation == "namespaces"
-    assert wait_no_leftovers() == []
+    assert wait_no_leftovers(pool) == []
     good = pool.run(GOOD)
     assert good.fraction == 1.0, good.outcomes
     return result.fraction
+
+
+def test_leftover_detector_sees_running_sandboxes(pool: SandboxPool) -> None:
+    job = Job("import time\ndef square(x):\n    time.sleep(2)\n    return x * x\n", TESTS[:1])
+    results = []
+    thread = threading.Thread(target=lambda: results.append(pool.run(job)))
+    thread.start()
+    seen: list[psutil.Process] = []
+    while thread.is_alive() and not seen:
+        seen = [p for p in sandbox_processes(pool) if real_uid(p) in pool.uids]
+        time.sleep(0.05)
+    thread.join()
+    assert seen, "detector never saw the sandboxed program"
+    assert results[0].fraction == 1.0
+    assert wait_no_leftovers(pool) == []
 
 
 def test_good_program_scores_one(pool: SandboxPool) -> None:
@@ -234,9 +263,12 @@ def test_deleting_files_outside_is_impossible(pool: SandboxPool, tmp_path: Path)
 
 
 def test_sys_exit_before_asserts_scores_zero(pool: SandboxPool) -> None:
-    for program in ("import sys\nsys.exit(0)\n", "import os\nos._exit(0)\n",
-                    "import os\ndef square(x):\n    os._exit(0)\n",
-                    "def square(x):\n    raise SystemExit(0)\n"):
+    for program in (
+        "import sys\nsys.exit(0)\n",
+        "import os\nos._exit(0)\n",
+        "import os\ndef square(x):\n    os._exit(0)\n",
+        "def square(x):\n    raise SystemExit(0)\n",
+    ):
         assert run_hostile(pool, program) == 0.0, program
 
 
@@ -279,4 +311,4 @@ def test_pool_runs_many_programs_concurrently(pool: SandboxPool) -> None:
     jobs = [GOOD, Job("while True:\n    pass\n", TESTS), GOOD, Job("", TESTS)]
     results = pool.map(jobs)
     assert [r.fraction for r in results] == [1.0, 0.0, 1.0, 0.0]
-    assert wait_no_leftovers() == []
+    assert wait_no_leftovers(pool) == []

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 class SandboxLimits:
     """Per-program limits. ``wall_seconds`` bounds the whole program (all its tests), ``test_seconds`` one."""
 
-    wall_seconds: float = 20.0
-    test_seconds: float = 5.0
+    wall_seconds: float = 10.0
+    test_seconds: float = 3.0
     cpu_seconds: int = 10
     memory_mb: int = 1024
     file_size_mb: int = 8

@@ -44,9 +44,10 @@ class SandboxPool:
         extra = {os.path.abspath(p) for p in self.hide_paths}
         self._hide = tuple(sorted(set(default_hidden_paths()) | extra))
         base = UID_BASE + (os.getpid() % 4096) * SLOTS_PER_POOL
+        self.uids = tuple(base + slot for slot in range(min(self.workers, SLOTS_PER_POOL)))
         self._slots: queue.Queue[int] = queue.Queue()
-        for slot in range(min(self.workers, SLOTS_PER_POOL)):
-            self._slots.put(base + slot)
+        for uid in self.uids:
+            self._slots.put(uid)
 
     def _isolation(self, uid: int) -> Isolation:
         if self.level == "rlimits":
