@@ -29,7 +29,7 @@ _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _NUM_RE = re.compile(rf"^\s*(?:np\.float\d*\()?({_NUM})\)?\s*$")
 _HF_ITEM_RE = re.compile(rf"'([A-Za-z_][\w./-]*)': ({_NUM})(?=[,}}])")
 _VERL_RE = re.compile(r"^step:\s*(\d+)\s+-\s+")
-_OURS_RE = re.compile(r"^step (\d+)(?:/(\d+))?((?: \| [A-Za-z_][\w./-]* \S+)*)\s*$")
+_OURS_HEAD_RE = re.compile(r"^step (\d+)(?:/(\d+))?$")
 _TQDM_RE = re.compile(
     r"(?:(?P<desc>[^|]*?):\s*)?(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
     r"\[(?P<elapsed>[\d:]+)<(?P<remain>[\d:?]+),\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>it/s|s/it)?(?P<post>[^\]]*)\]"
@@ -132,12 +132,20 @@ def _parse_verl(text: str, match: re.Match[str]) -> LogRecord:
     return LogRecord("metrics", text, fmt="verl", step=int(match.group(1)), values=values)
 
 
-def _parse_ours(text: str, match: re.Match[str]) -> LogRecord:
+def _parse_ours(text: str) -> LogRecord | None:
+    """``step 120/1000 | loss 2.31 | lr 3e-04``: split, not a regex; this is the densest line format."""
+    head, *parts = text.rstrip().split(" | ")
+    match = _OURS_HEAD_RE.match(head)
+    if match is None or not parts:
+        return None
     values: dict[str, float] = {}
-    for part in match.group(3).split(" | ")[1:]:
+    for part in parts:
         key, _, raw = part.partition(" ")
-        number = _number(raw)
-        if number is not None:
+        try:
+            number = float(raw)
+        except ValueError:
+            continue
+        if math.isfinite(number) and key:
             values[key] = number
     total = int(match.group(2)) if match.group(2) else None
     return LogRecord("metrics", text, fmt="gputrain", step=int(match.group(1)), total=total, values=values)
@@ -213,10 +221,8 @@ def _parse_text(text: str) -> LogRecord:
         match = _VERL_RE.match(stripped)
         if match:
             record = _parse_verl(stripped, match)
-        else:
-            ours = _OURS_RE.match(stripped)
-            if ours:
-                record = _parse_ours(stripped, ours)
+        elif stripped.startswith("step "):
+            record = _parse_ours(stripped)
     if record is None and "%|" in text:
         tqdm = _TQDM_RE.search(text)
         if tqdm:
