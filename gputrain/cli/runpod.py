@@ -39,6 +39,7 @@ def up(
     cloud: str = typer.Option("SECURE", "--cloud", help="SECURE or COMMUNITY"),
     data_center: list[str] = typer.Option([], "--data-center", help="preferred data centre (repeatable)"),
     other_cloud: bool = typer.Option(False, "--other-cloud", help="on no capacity, try the other cloud"),
+    cpu_flavor: str = typer.Option("cpu3c", "--cpu-flavor", help="RunPod CPU flavour for --gpu cpu"),
     keep: bool = typer.Option(False, "--keep", help="leave the pod running afterwards"),
     ready_timeout: float = typer.Option(900.0, "--ready-timeout", help="seconds to wait for SSH"),
     poll: float = typer.Option(5.0, "--poll", help="seconds between status polls"),
@@ -57,7 +58,7 @@ def up(
         raise RunPodError(f"--cloud {cloud}: use SECURE or COMMUNITY")
     opts = UpOptions(
         recipe_path=recipe, gpu=gpu, gpus=gpus, image=image, data=data, disk_gb=disk, volume_gb=volume,
-        cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud, keep=keep,
+        cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud, cpu_flavor=cpu_flavor, keep=keep,
         ready_timeout_s=ready_timeout, poll_s=poll, overrides=list(set_), logs_dir=logs_dir,
         remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name,
     )

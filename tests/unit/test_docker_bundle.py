@@ -113,7 +113,8 @@ def test_secrets_appear_by_name_only(tmp_path, monkeypatch):
     assert "${WANDB_API_KEY:-}" in files["run_multigpu.sh"]
 
 
-def test_docker_command_writes_the_build_folder(tmp_path):
+def test_docker_command_writes_the_build_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_docker_canary_31337")
     root = typer.Typer()
     root.command("noop")(lambda: None)
     register(root)
@@ -127,6 +128,8 @@ def test_docker_command_writes_the_build_folder(tmp_path):
     assert (out / "gputrain" / "train" / "__init__.py").is_file()
     assert not list(out.rglob("__pycache__")) and not list(out.glob(".*"))
     assert json.loads((out / "plan.json").read_text())["gpu"] == "B200-192GB"
+    for path in out.rglob("*"):
+        assert not path.is_file() or b"rpa_docker_canary_31337" not in path.read_bytes()
 
 
 def test_docker_command_bad_gpu_writes_nothing(tmp_path):
