@@ -1,0 +1,88 @@
+"""`gputrain submit` overhead over raw `sbatch` of the same script, N jobs each, on the Slurm testbed.
+
+    scripts/slurm-testbed up
+    python benchmarks/submit_overhead.py --jobs 50
+
+Both sides are whole processes as a user types them. gputrain's side plans the recipe, renders the script,
+writes the job folder, runs sinfo (GRES check), sbatch --hold, renames the folder, records the job and
+releases it; raw sbatch submits the rendered job.sbatch. The jobs carry `--begin=now+1hour` (a bench
+cluster profile's sbatch_extra) so nothing runs, and are cancelled at the end. Goal: <= +150 ms per job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = (
+    "from gputrain.cli.main import app, main\n"
+    "from gputrain.cli import slurm\n"
+    "if not any(c.name == 'submit' for c in app.registered_commands): slurm.register(app)\n"
+    "main()\n"
+)
+PROFILE = (
+    "bench:\n  gpu: V100-32GB\n  gpus_per_node: 2\n  gres_type: volta\n  partition: debug\n"
+    "  max_time: '00:10:00'\n  sbatch_extra: ['--begin=now+3600']\n"
+)
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed: {proc.stderr.strip()}")
+    return elapsed, proc.stdout
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"median_ms": statistics.median(ordered) * 1e3, "mean_ms": statistics.fmean(ordered) * 1e3,
+            "p90_ms": ordered[int(0.9 * (len(ordered) - 1))] * 1e3}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=50)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gputrain-bench-"))
+    (work / "clusters.yaml").write_text(PROFILE)
+    env = {**os.environ, "GPUTRAIN_HOME": str(work / "home"), "GPUTRAIN_CONFIG": str(work / "clusters.yaml")}
+    recipe = str(ROOT / "recipes" / "selftest.yaml")
+    submit = [sys.executable, "-c", CLI, "submit", recipe, "--cluster", "bench", "--json"]
+
+    ids: list[str] = []
+    gputrain_s: list[float] = []
+    sbatch_s: list[float] = []
+    script = None
+    try:
+        for _ in range(args.jobs):  # interleaved, so load changes hit both sides alike
+            seconds, out = timed(submit, env, work)
+            gputrain_s.append(seconds)
+            info = json.loads(out)
+            ids.append(info["job_id"])
+            script = script or Path(info["job_dir"]) / "job.sbatch"
+            seconds, out = timed(["sbatch", "--parsable", str(script)], env, work)
+            sbatch_s.append(seconds)
+            ids.append(out.strip().split(";")[0])
+    finally:
+        for i in range(0, len(ids), 100):
+            subprocess.run(["scancel", *ids[i:i + 100]], check=False)
+    g, s = summary(gputrain_s), summary(sbatch_s)
+    result = {
+        "jobs": args.jobs, "gputrain_submit": g, "raw_sbatch": s,
+        "overhead_median_ms": g["median_ms"] - s["median_ms"], "overhead_mean_ms": g["mean_ms"] - s["mean_ms"],
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
