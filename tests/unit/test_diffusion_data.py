@@ -57,3 +57,16 @@ def test_algorithm_settings_are_strict() -> None:
         DiffusionAlgorithm(clip_beta=0.8, clip_omega=0.5)
     with pytest.raises(ValueError, match="exec_block"):
         DiffusionAlgorithm(exec_len=256, exec_block=100)
+
+
+def test_bad_settings_become_one_line_errors() -> None:
+    from gputrain.train.bd3lm import bd3lm_task
+    from gputrain.train.diffusion.trainer import parse_algorithm
+    from gputrain.train.hdp import hdp_task
+
+    with pytest.raises(GputrainError, match=r"^algorithm\.blok_size: Extra inputs are not permitted$"):
+        parse_algorithm({"blok_size": 4})
+    with pytest.raises(GputrainError, match="model.seq_len 30 is not a multiple of algorithm.block_size 4"):
+        bd3lm_task(DiffusionAlgorithm(block_size=4), {"model": {"seq_len": 30}})
+    with pytest.raises(GputrainError, match="differs from question_len"):
+        hdp_task(DiffusionAlgorithm(), {"model": {"seq_len": 100}})

@@ -34,3 +34,21 @@ def test_hdp_mask_question_is_clean_conditioning() -> None:
     assert not mask[:4, m + 4 : m + 8].any()  # noisy plan does not see the clean plan
     assert mask[4:m, m + 4 : m + 8].all()  # noisy execution sees the clean plan
     assert not mask[:4, 4:m].any()  # noisy plan does not see noisy execution
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_flex_block_mask_agrees_with_the_dense_mask() -> None:
+    """The GPU path's mask_mod, run through eager FlexAttention on the CPU, gives SDPA's output."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from gputrain.train.diffusion.masks import flex_block_mask
+
+    lay = hdp_layout(q=8, p=8, e=16, exec_block=4)
+    noisy = lay.block_ids[lay.noisy_pos]
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, len(noisy) + lay.seq_len, 16) for _ in range(3))
+    flex = flex_attention(q, k, v, block_mask=flex_block_mask(noisy, lay.block_ids, torch.device("cpu")))
+    dense = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=block_diffusion_mask(noisy, lay.block_ids)
+    )
+    assert torch.allclose(flex, dense, atol=1e-5)

@@ -13,9 +13,11 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
@@ -49,14 +51,28 @@ class Task:
 
 def load_rows(ctx: RunContext) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     source = str(ctx.get("data.source", "generated"))
-    n_train, n_val = int(ctx.get("data.train_size", 2000)), int(ctx.get("data.val_size", 200))
+    n_train, n_val = int(ctx.get("data.train_size", 10**9)), int(ctx.get("data.val_size", 200))
     if source == "generated" or ctx.get("data.format") == "generated":
+        n_train = min(n_train, 20000)
         return generate_problems(n_train, ctx.seed), generate_problems(max(n_val, 1), ctx.seed + 7919)
-    rows = load_gsm8k(source, str(ctx.get("data.split", "train")), str(ctx.get("data.format", "auto")))
+    split, fmt = str(ctx.get("data.split", "train")), str(ctx.get("data.format", "auto"))
+    rows = load_gsm8k(source, split, fmt)
+    if not Path(source).exists():  # a hub dataset: GSM8K ships a held-out "test" split
+        return rows[:n_train], load_gsm8k(source, "test", fmt)[: max(n_val, 1)]
     if len(rows) < 2:
         raise GputrainError(f"data.source {source}: needs at least 2 rows, has {len(rows)}")
     n_val = min(max(n_val, 1), len(rows) // 2)
-    return rows[: min(n_train, len(rows) - n_val)], rows[len(rows) - n_val:]
+    return rows[: min(n_train, len(rows) - n_val)], rows[len(rows) - n_val :]
+
+
+def parse_algorithm(raw: dict[str, Any]) -> DiffusionAlgorithm:
+    """The ``algorithm:`` section, or a one-line error naming the first bad field."""
+    try:
+        return DiffusionAlgorithm.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(section)"
+        raise GputrainError(f"algorithm.{where}: {err['msg']}") from None
 
 
 def lr_lambda(ctx: RunContext, total: int) -> Callable[[int], float]:
@@ -72,10 +88,7 @@ def lr_lambda(ctx: RunContext, total: int) -> Callable[[int], float]:
 
 
 def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]], Task]) -> int:
-    try:
-        algo = DiffusionAlgorithm.model_validate(ctx.get("algorithm", {}))
-    except ValueError as exc:
-        raise GputrainError(f"algorithm: {str(exc).splitlines()[-1].strip()}") from None
+    algo = parse_algorithm(ctx.get("algorithm", {}))
     task = task_for(algo, ctx.config)
     tok = load_tokenizer(algo.tokenizer)
     train_rows, val_rows = load_rows(ctx)
