@@ -182,8 +182,8 @@ class LocalBackend(Backend):
         fresh = self.registry.find(sub.job_id)
         cancelled = cancelled or bool(fresh and (fresh.extra or {}).get("cancel_requested"))
         state = end_state(rc, job_dir, cancelled)
+        self._summarize(job_dir, rc, state)  # first: a final registry state means the summary is there
         self.registry.update(sub.job_id, state=state, exit_code=rc)
-        self._summarize(job_dir, rc, state)
         return rc
 
     @staticmethod

@@ -119,3 +119,50 @@ def test_gputrain_run_bad_override_is_one_line_error_and_writes_nothing(tmp_path
     assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "num_colours" in proc.stderr
     assert not (tmp_path / "logs").exists()
+
+
+def test_detached_run_can_be_cancelled_and_leaves_a_checkpoint(tmp_path: Path) -> None:
+    import time
+
+    from gputrain.backends.local import LocalBackend
+    from gputrain.registry.store import JobRegistry
+
+    proc = _gputrain(
+        tmp_path,
+        "run",
+        str(REPO / "recipes" / "gnn_coloring.yaml"),
+        "--gpu",
+        "cpu",
+        "--gpus",
+        "2",
+        "--set",
+        "train.epochs=200",
+        "--set",
+        "algorithm.onnx_export=false",
+        "--set",
+        "data.train_size=64",
+        "--logs-dir",
+        str(tmp_path / "logs"),
+        "--detach",
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "job local-1:" in proc.stdout
+    registry = JobRegistry(tmp_path / "home" / "jobs.db")
+    deadline = time.monotonic() + 300
+    job_dir = Path(registry.get("local-1").job_dir or "")
+    while not (job_dir / "metrics.jsonl").exists() or len((job_dir / "metrics.jsonl").read_text().splitlines()) < 3:
+        assert time.monotonic() < deadline, "detached run never logged 3 records"
+        assert registry.get("local-1").state in ("PENDING", "RUNNING")
+        time.sleep(0.5)
+    assert registry.get("local-1").state == "RUNNING"
+    LocalBackend(registry).cancel("local-1")
+    while registry.get("local-1").state == "RUNNING":
+        assert time.monotonic() < deadline, "cancelled run did not stop"
+        time.sleep(0.5)
+    rec = registry.get("local-1")
+    assert rec.state == "CANCELLED", rec
+    preempted = json.loads((job_dir / "PREEMPTED").read_text())  # the runtime saw SIGTERM and checkpointed
+    assert preempted["signal"] == "SIGTERM"
+    assert (job_dir / "checkpoints" / f"step_{preempted['step']:08d}" / "meta.json").is_file()
+    assert json.loads((job_dir / "summary.json").read_text())["final"]
