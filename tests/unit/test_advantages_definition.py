@@ -106,3 +106,17 @@ def test_distinct_count_per_group_counts_each_group() -> None:
     adv = torch.tensor([-1.0, 1.0, -1.0, 1.0])
     assert count_distinct_advantages(adv) == 2
     assert count_distinct_advantages(adv, group_size=2) == 4
+
+
+def test_gdpo_never_resolves_binary_rewards_more_coarsely_than_summed_grpo() -> None:
+    # With 0/1 components each group z-score is an increasing map of its component, so rows that
+    # summed GRPO tells apart stay apart; over many random batches GDPO is never below and usually above.
+    gen = torch.Generator().manual_seed(0)
+    above = 0
+    for _ in range(200):
+        rewards = (torch.rand(32, 3, generator=gen) < 0.3).float()
+        gdpo = count_distinct_advantages(compute_advantages(rewards, 8, aggregation="normalize_then_sum"), 8)
+        grpo = count_distinct_advantages(compute_advantages(rewards, 8, aggregation="sum_then_normalize"), 8)
+        assert gdpo >= grpo
+        above += gdpo > grpo
+    assert above > 150

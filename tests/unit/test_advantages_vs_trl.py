@@ -35,9 +35,7 @@ def _tiny_model_and_tokenizer() -> tuple[Any, Any]:
     vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2} | {c: 3 + i for i, c in enumerate("abcdefgh")}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()  # type: ignore[assignment]
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
     cfg = Qwen2Config(
         vocab_size=len(vocab),
         hidden_size=16,

@@ -22,6 +22,8 @@ BOXED = {"answer": "\\frac{1}{2}", "style": "boxed"}
         ("#### 4 ... no wait \\boxed{\\sqrt{2}}", "\\sqrt{2}"),
         ("no answer here", None),
         ("#### ", None),
+        ("#### 72 apples\nand more", "72"),  # the leading number, as GSM8K graders read it
+        ("#### 1/2", "1/2"),
         ("\\boxed{unclosed", None),
     ],
 )

@@ -101,9 +101,7 @@ def compute_advantages(
     return torch.nan_to_num(adv, nan=0.0)
 
 
-def count_distinct_advantages(
-    advantages: torch.Tensor, group_size: int | None = None, decimals: int = 3
-) -> int:
+def count_distinct_advantages(advantages: torch.Tensor, group_size: int | None = None, decimals: int = 3) -> int:
     """Number of distinct advantage values (rounded), a measure of how finely the signal separates rollouts.
 
     With ``group_size`` the count is per group and summed, so identical groups in different prompts count

@@ -12,6 +12,7 @@ import logging
 import re
 
 _HASH = re.compile(r"####[ \t]*([^\n]*)")
+_LEADING_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?![\w/^])")
 _INTEGER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)")
 _log = logging.getLogger(__name__)
 
@@ -34,12 +35,16 @@ def last_boxed(text: str) -> str | None:
 
 
 def last_hash_answer(text: str) -> str | None:
-    """What follows the last ``####`` on its line, trimmed of trailing punctuation; None if empty."""
+    """The answer after the last ``####``: its leading number if it starts with one (``#### 72 apples`` →
+    ``72``, as GSM8K graders read it), else the rest of the line; None if empty."""
     found = _HASH.findall(text)
     if not found:
         return None
-    answer = found[-1].strip().rstrip(".").strip().strip("$").strip()
-    return answer or None
+    rest = found[-1].strip().strip("$").strip()
+    number = _LEADING_NUMBER.match(rest)
+    if number:
+        return number.group(0).rstrip(".,")
+    return rest.rstrip(".").strip() or None
 
 
 def extract_answer(text: str) -> str | None:

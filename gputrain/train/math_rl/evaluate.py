@@ -21,9 +21,7 @@ Row = dict[str, Any]
 SAMPLES_FILE = "eval_samples.jsonl"
 
 
-def math_metrics(
-    completions: list[str], rows: list[Row], count_tokens: Callable[[str], int]
-) -> dict[str, Any]:
+def math_metrics(completions: list[str], rows: list[Row], count_tokens: Callable[[str], int]) -> dict[str, Any]:
     """Metrics plus the per-sample records they came from."""
     samples: list[dict[str, Any]] = []
     for text, row in zip(completions, rows, strict=True):

@@ -83,8 +83,7 @@ class MathScorer:
         unknown = [n for n in names if n not in REWARD_NAMES]
         if unknown:
             raise RecipeError(
-                f"algorithm.rewards: unknown reward {unknown[0]!r}; "
-                f"math rewards are {', '.join(REWARD_NAMES)}"
+                f"algorithm.rewards: unknown reward {unknown[0]!r}; math rewards are {', '.join(REWARD_NAMES)}"
             )
         if "length" in names and not length_budget:
             raise RecipeError("algorithm.length_budget must be set when algorithm.rewards includes 'length'")
