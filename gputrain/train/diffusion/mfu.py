@@ -2,7 +2,8 @@
 
 A training step runs the transformer over both halves, so the honest token count is the processed one
 (2n for BD3-LM, p + e + q + p + e for HDP), not the n data tokens. FLOPs per processed token follow the
-PaLM appendix: ``6·N`` for the matmuls (N = non-embedding parameters; the output head only on the noisy half) and
+PaLM appendix: ``6·N`` for the matmuls (N = non-embedding parameters; the output head only on the masked tokens,
+the only rows the loss reads) and
 ``12·L·D·S`` for attention scores and values over a dense ``S``-long sequence. The block mask skips about
 half of those scores with FlexAttention, but MFU conventionally counts the dense work.
 """
@@ -18,7 +19,7 @@ PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A1
 
 def flops_per_sequence(cfg: DiTConfig, processed_len: int, head_len: int) -> float:
     """Training FLOPs (forward + backward) of one sequence: ``processed_len`` tokens through the body,
-    ``head_len`` of them (the noisy half) through the output head."""
+    ``head_len`` of them (the masked ones) through the output head."""
     d, layers, s = cfg.hidden_size, cfg.num_layers, processed_len
     body = layers * (4 * d * d + 2 * cfg.mlp_ratio * d * d)
     return 6.0 * (body * s + d * cfg.vocab_size * head_len) + 12.0 * layers * d * s * s

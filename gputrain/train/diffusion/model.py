@@ -156,10 +156,14 @@ class DiT(nn.Module):
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, t_cond: torch.Tensor,
                 cond_idx: torch.Tensor, mask: object = None, past: list[KV] | None = None,
-                head_len: int | None = None) -> tuple[torch.Tensor, list[KV]]:
-        """Logits for the first ``head_len`` tokens (all if None) and each layer's new keys/values.
+                head_len: int | None = None, head_rows: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, list[KV]]:
+        """Logits and each layer's new keys/values.
 
-        ``t_cond`` (B, K) holds the noise levels, ``cond_idx`` (S,) picks each token's slot.
+        ``t_cond`` (B, K) holds the noise levels, ``cond_idx`` (S,) picks each token's slot. Logits cover
+        the first ``head_len`` tokens (all if None), shape (B, head_len, V); with ``head_rows``, a boolean
+        (B, head_len), only those rows, shape (rows, V): training reads the masked positions only, which
+        halves the head's work and the memory of the largest tensor in the step.
         """
         x = self.embed(tokens)
         cond = F.silu(self.time(t_cond))
@@ -175,4 +179,6 @@ class DiT(nn.Module):
         if head_len is not None:
             x, cond_idx = x[:, :head_len], cond_idx[:head_len]
         shift, scale = self.final_ada(cond)[:, cond_idx].chunk(2, dim=-1)
+        if head_rows is not None:
+            x, shift, scale = x[head_rows], shift[head_rows], scale[head_rows]
         return self.head(modulate(self.final_norm(x), shift, scale)), kvs

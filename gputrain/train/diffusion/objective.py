@@ -86,12 +86,12 @@ def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout:
     t_cond = torch.cat([t, torch.zeros(t.shape[0], 1, device=device)], dim=1)
     mask = inputs["mask"] if attn_mask is None else attn_mask
     logits, _ = model(torch.cat([xt, x0], dim=1), inputs["positions"], t_cond, inputs["cond_idx"],
-                      mask=mask, head_len=clean.shape[1])
-    out = torch.zeros(clean.shape, device=device)
-    if masked.any():
-        logp = subs_log_probs(logits[masked], mask_id)
-        nll = -logp.gather(-1, clean[masked][:, None]).squeeze(-1)
-        out[masked] = nll * schedule.loss_weight(t_tok[masked])
+                      mask=mask, head_len=clean.shape[1], head_rows=masked)
+    logits = logits.float()
+    logits[:, mask_id] = float("-inf")  # SUBS: [MASK] is never the answer
+    nll = F.cross_entropy(logits, clean[masked], reduction="none")
+    out = torch.zeros(clean.shape, device=device, dtype=nll.dtype)
+    out[masked] = nll * schedule.loss_weight(t_tok[masked])
     return out
 
 

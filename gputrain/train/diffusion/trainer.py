@@ -205,7 +205,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
                                      max(1, len(train_x) // (batch * world))}
             if len(layout.segments) > 1:
                 rec |= {f"nelbo_{k}": v for k, v in seg_acc.items()}
-            util = mfu(cfg, m + n, m, seq_s, dev_name)
+            util = mfu(cfg, m + n, round(m * (clip[0] + clip[1]) / 2), seq_s, dev_name)  # head: masked rows
             if util is not None:
                 rec["mfu"] = util
             if device.type == "cuda":

@@ -1,0 +1,21 @@
+"""Block diffusion language models: BD3-LM and its hierarchical variant HDP.
+
+Ideas (not code) from Arriola et al., "Block Diffusion: Interpolating Between Autoregressive and Diffusion
+Language Models" (ICLR 2025) and its reference implementation kuleshov-group/bd3lms (Apache-2.0); SUBS and
+the log-linear schedule from Sahoo et al., "Simple and Effective Masked Diffusion Language Models"
+(MDLM); adaLN-Zero from Peebles & Xie (DiT).
+
+Modules, leaves first:
+
+* ``masks``      — the ``x_t ⊕ x_0`` attention mask as a pure function of block ids (+ brute force, flex).
+* ``schedule``   — log-linear α_t, NELBO weight 1/t, per-block antithetic t in ``[β, ω]``, clip windows.
+* ``model``      — DiT-style transformer: rotary positions, adaLN on t, SDPA or FlexAttention, KV cache.
+* ``objective``  — ``Layout`` (what is noised, block ids), SUBS NELBO, the variance-minimising clip search.
+* ``sampler``    — semi-autoregressive, fixed steps per block, KV cache of clean blocks, never a [MASK].
+* ``hierarchy``  — HDP's question/plan/execution layout; *its docstring is the HDP design*.
+* ``data``       — GSM8K-format rows (files, hub, seeded generator), GPT-2 or byte tokenizer.
+* ``mfu``        — FLOPs of the 2n processed tokens and MFU against the GPU's bf16 peak.
+* ``trainer``    — the loop shared by ``python -m gputrain.train.bd3lm`` and ``python -m gputrain.train.hdp``.
+
+Nothing here is imported outside ``gputrain.train``; launchers run the entrypoints with ``python -m``.
+"""
