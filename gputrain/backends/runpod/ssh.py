@@ -99,13 +99,15 @@ class PodShell:
         return shutil.which("rsync") is not None and self.check("command -v rsync >/dev/null")
 
     def _copy_argv(self, sources: list[str], dest: str, bwlimit_kbps: int | None, upload: bool) -> list[str]:
+        """rsync when both ends have it; on download the local training log (streamed live) is kept."""
         ssh = shlex.join(["ssh", *self.options, "-p", str(self.endpoint.port)])
         if self._rsync_ok():
             argv = ["rsync", "-a", "--partial", "-e", ssh]
             if bwlimit_kbps:
                 argv.append(f"--bwlimit={bwlimit_kbps}")
-            return [*argv, "--exclude=training_output.log", *sources, dest] if not upload else [
-                *argv, *sources, dest]
+            if not upload:
+                argv.append("--exclude=training_output.log")
+            return [*argv, *sources, dest]
         argv = ["scp", "-r", "-p", *self.options, "-P", str(self.endpoint.port)]
         if bwlimit_kbps:
             argv += ["-l", str(bwlimit_kbps * 8)]
