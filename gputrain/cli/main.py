@@ -13,6 +13,7 @@ import typer
 
 from gputrain.cli import core as core_commands
 from gputrain.cli import logs as logs_commands
+from gputrain.cli import run as run_commands
 from gputrain.cli import runpod as runpod_commands
 from gputrain.cli import slurm as slurm_commands
 from gputrain.errors import GputrainError
@@ -27,6 +28,7 @@ app = typer.Typer(
 )
 
 core_commands.register(app)
+run_commands.register(app)
 slurm_commands.register(app)
 logs_commands.register(app)
 runpod_commands.register(app)
