@@ -168,7 +168,11 @@ def plan(
         return
     result = make_plan(path, gpu=gpu, **kwargs)
     artifacts = render_artifacts(result)
-    if out is not None:
+    if out is not None and result.target == "docker":
+        from gputrain.backends.runpod.bundle import write_bundle  # the build context needs the package too
+
+        result.artifacts = {p.name: str(p) for p in write_bundle(result, out)}
+    elif out is not None:
         result.artifacts = write_outputs(result, artifacts, out)
     else:
         result.artifacts = artifacts
