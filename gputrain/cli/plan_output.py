@@ -67,8 +67,10 @@ def print_plan(plan: Plan, *, show_scripts: bool) -> None:
         print(f"  step time            {est['step_seconds']:.3g} s at {est['mfu']:.0%} MFU")
     if est["total_steps"] is not None:
         print(f"  steps                {est['total_steps']}")
-    if est["total_hours"] is not None:
-        print(f"  wall time            {est['total_hours']:.3g} h")
+    hours = plan.estimate.total_hours
+    if hours is not None:
+        shown = f"{hours:.3g} h" if hours >= 1 else f"{hours * 60:.3g} min"
+        print(f"  wall time            {shown}")
     if est["cost_usd"] is not None:
         print(f"  cost                 ${est['cost_usd']:,.2f} ({plan.world_size} GPUs × "
               f"${est['gpu_hourly_usd']:g}/GPU-hour; {plan.gpu.price_source})")
