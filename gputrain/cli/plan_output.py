@@ -64,7 +64,7 @@ def print_plan(plan: Plan, *, show_scripts: bool) -> None:
         cap = f" of {est['capacity_gib']:g}" if est["capacity_gib"] else ""
         print(f"  memory per GPU       {est['memory_gib_per_gpu']:g}{cap} GiB ({parts})")
     if est["step_seconds"] is not None:
-        print(f"  step time            {est['step_seconds']:.3g} s at {est['mfu']:.0%} MFU")
+        print(f"  step time            {est['step_seconds']:.3g} s at {est['mfu'] * 100:.2g}% MFU")
     if est["total_steps"] is not None:
         print(f"  steps                {est['total_steps']}")
     hours = plan.estimate.total_hours
