@@ -5,8 +5,9 @@ Launch (via ``gputrain run recipes/hdp_diffusion.yaml``, which writes plan.json)
     torchrun --nproc_per_node 2 -m gputrain.train.hdp --plan JOB/plan.json --job-dir JOB
 
 The design (why the question is never noised, how plan-before-execution is enforced, what is reported)
-is in ``gputrain.train.diffusion.hierarchy``. Metrics add ``nelbo_plan``/``nelbo_exec`` (training) and
-``val_nelbo_plan``/``val_nelbo_exec``; samples are prompted with held-out questions and scored.
+is in ``gputrain.train.diffusion.hierarchy``. Metrics add ``loss_plan``/``loss_exec`` (training, t clipped
+to [β, ω]) and the NELBO per token ``val_nelbo_plan``/``val_nelbo_exec`` (held out, t over all of [0, 1]);
+samples are prompted with held-out questions and scored on their final answer.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cpu_config(entry: str, **train: Any) -> dict[str, Any]:
+def cpu_config(entry: str, algorithm: dict[str, Any] | None = None, **train: Any) -> dict[str, Any]:
     """The recipes' ``cpu`` profile values: 2 layers, 64 wide, sequence 32–48, block 4, byte tokenizer."""
     return {
         "name": f"{entry}-test", "entrypoint": entry,
@@ -32,12 +34,12 @@ def cpu_config(entry: str, **train: Any) -> dict[str, Any]:
                   "keep_checkpoints": 2, **train},
         "algorithm": {"block_size": 4, "tokenizer": "bytes", "eval_batches": 2, "num_samples": 2,
                       "clip_search_widths": [0.5, 1.0], "clip_search_batches": 1,
-                      "question_len": 16, "plan_len": 16, "exec_len": 16, "exec_block": 4},
+                      "question_len": 16, "plan_len": 16, "exec_len": 16, "exec_block": 4, **(algorithm or {})},
         "distributed": {"backend": "gloo"},
     }
 
 
-def run(job: Path, config: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def launch(job: Path, config: dict[str, Any]) -> subprocess.Popen[str]:
     if shutil.which("torchrun") is None and os.environ.get("CI") != "true":
         pytest.skip("torchrun not installed")
     job.mkdir(exist_ok=True)
@@ -45,9 +47,14 @@ def run(job: Path, config: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", f"gputrain.train.{config['entrypoint']}", "--plan", str(job / "plan.json"), "--job-dir", str(job)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(cmd, cwd=job, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+    return subprocess.Popen(cmd, cwd=job, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def run(job: Path, config: dict[str, Any]) -> str:
+    proc = launch(job, config)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-5000:]
+    return out
 
 
 def metrics(job: Path) -> list[dict[str, float]]:
@@ -74,14 +81,42 @@ def test_hdp_reports_plan_and_execution_and_resumes(tmp_path: Path) -> None:
     first = json.loads((job / "result.json").read_text())
     assert {"val_nelbo_plan", "val_nelbo_exec"} <= set(first)
     train_rows = [r for r in metrics(job) if "loss" in r]
-    assert all("nelbo_plan" in r and "nelbo_exec" in r for r in train_rows)
+    assert all("loss_plan" in r and "loss_exec" in r for r in train_rows)
     rows = [json.loads(s) for s in (job / "samples.jsonl").read_text().splitlines()]
     assert rows and all({"question", "plan", "execution", "correct"} <= set(r) for r in rows)
     assert (job / "checkpoints" / "step_00000020").is_dir()
 
-    proc = run(job, cpu_config("hdp", max_steps=30, save_every=10))
-    assert "resumed from step 20" in proc.stdout
+    out = run(job, cpu_config("hdp", max_steps=30, save_every=10))
+    assert "resumed from step 20" in out
     second = json.loads((job / "result.json").read_text())
     assert second["steps"] == 30
     logged = [r["step"] for r in metrics(job) if "loss" in r]
     assert logged == [10, 20, 30]  # the resumed run continued at 21, it did not start over
+
+
+def worker_pids(parent: int) -> list[int]:
+    pids: list[int] = []
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        pids += [int(p) for p in (task / "children").read_text().split()]
+    return pids
+
+
+def test_bd3lm_preempted_mid_run_checkpoints_and_resumes(tmp_path: Path) -> None:
+    job = tmp_path / "pre"
+    proc = launch(job, cpu_config("bd3lm", {"num_samples": 0}, max_steps=5000, log_every=1))
+    deadline = time.monotonic() + 300
+    while not (job / "metrics.jsonl").exists() or len((job / "metrics.jsonl").read_text().splitlines()) < 3:
+        assert proc.poll() is None and time.monotonic() < deadline, "training ended or stalled before step 3"
+        time.sleep(0.5)
+    workers = worker_pids(proc.pid)
+    assert len(workers) == 2
+    os.kill(workers[1], signal.SIGUSR1)  # one rank is told; the runtime makes every rank stop
+    out, _ = proc.communicate(timeout=300)
+    info = json.loads((job / "PREEMPTED").read_text())
+    step = info["step"]
+    assert step >= 3 and (job / "checkpoints" / f"step_{step:08d}").is_dir(), out[-3000:]
+    assert not (job / "result.json").exists()
+
+    out = run(job, cpu_config("bd3lm", {"num_samples": 0}, max_steps=step + 3, log_every=1))
+    assert f"resumed from step {step}" in out
+    assert json.loads((job / "result.json").read_text())["steps"] == step + 3

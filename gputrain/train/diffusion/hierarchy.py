@@ -13,8 +13,8 @@ to change what is noised, what is scored and in which order things are generated
   denoises the whole plan first (conditioned on the question), caches it, then the execution. By default
   each segment is one block (bidirectional denoising of a whole plan); ``plan_block`` / ``exec_block``
   split a segment into semi-autoregressive sub-blocks, which keeps the order P-before-E.
-* **Separate accounting.** The NELBO per token is reported for P and for E (``nelbo_plan``,
-  ``nelbo_exec``); the training loss is their token-weighted sum.
+* **Separate accounting.** The NELBO per token is reported for P and for E (``val_nelbo_plan``,
+  ``val_nelbo_exec``; ``loss_plan``/``loss_exec`` during training); the loss is their token-weighted sum.
 
 Data mapping from GSM8K: Q = the question, P = the calculator annotations in order (``48/2=24; 48+24=72``),
 E = the full worked answer ending in ``#### <number>``. The mask, loss, sampler and KV cache are the BD3

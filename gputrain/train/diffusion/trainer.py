@@ -199,12 +199,12 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
         if step % log_every == 0 or step == total:
             dt = time.perf_counter() - tic
             seq_s = seen / dt
-            rec: dict[str, float] = {"loss": total_loss, "nelbo": total_loss, "lr": float(sched.get_last_lr()[0]),
+            rec: dict[str, float] = {"loss": total_loss, "lr": float(sched.get_last_lr()[0]),
                                      "grad_norm": grad_norm, "tokens_per_s": seq_s * n * world,
                                      "samples_per_s": seq_s * world, "epoch": pos["epoch"] + pos["batch"] /
                                      max(1, len(train_x) // (batch * world))}
             if len(layout.segments) > 1:
-                rec |= {f"nelbo_{k}": v for k, v in seg_acc.items()}
+                rec |= {f"loss_{k}": v for k, v in seg_acc.items()}  # clipped t: an estimate, not the NELBO
             util = mfu(cfg, m + n, round(m * (clip[0] + clip[1]) / 2), seq_s, dev_name)  # head: masked rows
             if util is not None:
                 rec["mfu"] = util
@@ -226,7 +226,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     ctx.print0(f"[{task.name}] final " + " ".join(f"{k}={v:.4g}" for k, v in final.items()))
     if ctx.get("train.save_every"):
         ctx.checkpoints.save(step, state)
-    result: dict[str, Any] = {"entrypoint": task.name, "steps": step, "first_train_nelbo": first_loss,
+    result: dict[str, Any] = {"entrypoint": task.name, "steps": step, "first_train_loss": first_loss,
                               "clip": clip, "ln_vocab": math.log(tok.vocab_size), **final}
     if ctx.is_main and algo.num_samples:
         result |= write_samples(ctx, task, model, tok, schedule, algo, val_rows)
