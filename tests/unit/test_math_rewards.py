@@ -24,6 +24,7 @@ BOXED = {"answer": "\\frac{1}{2}", "style": "boxed"}
         ("#### ", None),
         ("#### 72 apples\nand more", "72"),  # the leading number, as GSM8K graders read it
         ("#### 1/2", "1/2"),
+        ("#### 5 #### #### ####", None),  # the last marker has nothing after it
         ("\\boxed{unclosed", None),
     ],
 )

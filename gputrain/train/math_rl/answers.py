@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 
-_HASH = re.compile(r"####[ \t]*([^\n]*)")
 _LEADING_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?![\w/^])")
 _INTEGER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)")
 _log = logging.getLogger(__name__)
@@ -37,10 +36,9 @@ def last_boxed(text: str) -> str | None:
 def last_hash_answer(text: str) -> str | None:
     """The answer after the last ``####``: its leading number if it starts with one (``#### 72 apples`` →
     ``72``, as GSM8K graders read it), else the rest of the line; None if empty."""
-    found = _HASH.findall(text)
-    if not found:
+    if "####" not in text:
         return None
-    rest = found[-1].strip().strip("$").strip()
+    rest = text.rsplit("####", 1)[1].split("\n", 1)[0].strip().strip("$").strip()
     number = _LEADING_NUMBER.match(rest)
     if number:
         return number.group(0).rstrip(".,")
