@@ -21,7 +21,11 @@ def is_tiny(name: str) -> bool:
 
 
 def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
-    """A byte-level BPE tokenizer fitted to ``corpus``; left padding, as generation wants."""
+    """A byte-level BPE tokenizer fitted to ``corpus``; left padding, as generation wants.
+
+    Only bytes seen in ``corpus`` enter the vocabulary (no 256-byte base alphabet): a tiny random policy
+    then samples among the task's own characters, which is what lets it stumble on right answers.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -31,7 +35,6 @@ def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=[PAD, EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(list(corpus), trainer=trainer)

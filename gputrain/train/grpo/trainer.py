@@ -213,6 +213,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         )
         t_gen = time.perf_counter() - t0
         scores = torch.tensor(task.score(roll.texts, rows), dtype=torch.float32).view(len(rows), -1)
+        t_score = time.perf_counter() - t0 - t_gen
         all_scores = gather_rewards(scores.to(ctx.device)).cpu()
         advantages = local_rows(
             compute_advantages(
@@ -308,6 +309,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             / (len(rows) * ctx.world_size),
             "distinct_advantages": float(count_distinct_advantages(advantages.cpu(), group)),
             "step_seconds": elapsed,
+            "rollout_seconds": t_gen,
+            "reward_seconds": t_score,
             "epoch": pos["epoch"] + pos["index"] / max(1, n_rows),
         }
         for k, name in enumerate(task.reward_names):

@@ -1,0 +1,79 @@
+"""Pieces of the GRPO core that need no process group: settings, batch arithmetic, masks, tokenizer, rollout."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from gputrain.errors import GputrainError
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+
+torch = pytest.importorskip("torch")
+
+from gputrain.train.grpo.rollout import completion_masks, generate, pick_engine  # noqa: E402
+from gputrain.train.grpo.trainer import _lr_lambda, batch_sizes  # noqa: E402
+
+
+def test_algorithm_forbids_unknown_keys_and_checks_batches() -> None:
+    with pytest.raises(ValidationError, match="extra"):
+        GRPOAlgorithm.model_validate({"num_generation": 8})
+    with pytest.raises(ValidationError, match="multiple"):
+        GRPOAlgorithm(train_batch_size=12, ppo_mini_batch_size=5)
+    with pytest.raises(ValidationError, match="reward_weights"):
+        GRPOAlgorithm(rewards=["a", "b"], reward_weights=[1.0])
+    with pytest.raises(ValidationError):
+        GRPOAlgorithm(num_generations=1)
+    algo = GRPOAlgorithm(loss_type="dr_grpo", scale_rewards="batch", epsilon_high=0.28)
+    assert (algo.loss_type, algo.scale_rewards, algo.epsilon_high) == ("dr_grpo", "batch", 0.28)
+
+
+def test_batch_sizes_default_and_b200_table() -> None:
+    assert batch_sizes(GRPOAlgorithm(num_generations=8), micro=16, world=2) == (4, 4)
+    assert batch_sizes(GRPOAlgorithm(num_generations=8), micro=4, world=2) == (2, 2)  # at least 1 per rank
+    b200 = GRPOAlgorithm(train_batch_size=1024, ppo_mini_batch_size=128)
+    assert batch_sizes(b200, micro=8, world=4) == (1024, 128)
+    with pytest.raises(GputrainError, match="multiples"):
+        batch_sizes(GRPOAlgorithm(train_batch_size=6, ppo_mini_batch_size=3), micro=8, world=4)
+
+
+def test_completion_mask_stops_after_first_eos() -> None:
+    ids = torch.tensor([[5, 6, 1, 7, 1], [5, 5, 5, 5, 5], [1, 9, 9, 9, 9]])
+    mask, truncated = completion_masks(ids, eos_id=1)
+    assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
+    assert truncated.tolist() == [False, True, False]
+
+
+def test_lr_schedule_warmup_then_cosine_to_zero() -> None:
+    f = _lr_lambda("cosine", warmup=2, total=10)
+    assert f(0) == pytest.approx(0.5) and f(1) == pytest.approx(1.0)
+    assert f(2) == pytest.approx(1.0) and f(10) == pytest.approx(0.0, abs=1e-9)
+    assert _lr_lambda("constant", 0, 10)(7) == 1.0
+
+
+def test_auto_engine_is_hf_without_gpu_and_vllm_request_fails_cleanly() -> None:
+    assert pick_engine("auto", torch.device("cpu")) == "hf"
+    assert pick_engine("hf", torch.device("cpu")) == "hf"
+    with pytest.raises(GputrainError, match="vLLM"):
+        pick_engine("vllm", torch.device("cpu"))
+
+
+def test_tiny_policy_generates_groups_with_masks() -> None:
+    from gputrain.train.grpo.policy import build_model, train_tiny_tokenizer
+
+    tok = train_tiny_tokenizer(["def f(x):\n    return x+1\n"] * 8, vocab_size=30)
+    assert len(tok) <= 30 and tok.padding_side == "left"
+    assert tok.decode(tok("return x+1\n")["input_ids"]) == "return x+1\n"
+    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 1, "num_heads": 2}, tok)
+    roll = generate(
+        model,
+        tok,
+        ["def f(x):", "def f(x):\n    return"],
+        max_prompt_length=32,
+        max_new_tokens=5,
+        temperature=1.0,
+        device=torch.device("cpu"),
+    )
+    assert roll.completion_ids.shape[0] == 2 and roll.completion_ids.shape[1] <= 5
+    assert roll.prompt_mask[0].tolist()[0] == 0  # the shorter prompt is left-padded
+    assert len(roll.texts) == 2
+    assert torch.all(roll.completion_ids[roll.completion_mask == 0] == tok.pad_token_id)
