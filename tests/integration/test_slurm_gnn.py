@@ -1,0 +1,27 @@
+"""The GNN colouring recipe's `cpu` profile as a 2-node x 1-rank Slurm job on the testbed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_slurm_testbed import FINAL, ROOT, gt, testbed, wait_for, workdir  # noqa: F401
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_gnn_cpu_profile_on_two_nodes(testbed: None, workdir: Path) -> None:  # noqa: F811
+    out = gt(workdir, "submit", str(ROOT / "recipes" / "gnn_coloring.yaml"), "--cluster", "testbed",
+             "--gpu", "cpu", "--nodes", "2", "--gpus", "1", "--json")
+    info = json.loads(out.stdout)
+    job_id, job_dir = info["job_id"], Path(info["job_dir"])
+    final = wait_for(workdir, job_id, FINAL, timeout=900)
+    log = (job_dir / "training_output.log").read_text()
+    assert final["state"] == "COMPLETED", log[-3000:]
+    assert final["nodes"] == "n[1-2]"
+    records = [json.loads(line) for line in (job_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records and records[-1]["step"] > records[0]["step"]
+    assert json.loads((job_dir / "plan.json").read_text())["world_size"] == 2
+    assert (job_dir / "result.json").is_file()
