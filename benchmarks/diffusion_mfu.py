@@ -40,25 +40,29 @@ def main() -> int:
     ap.add_argument("--checkpointing", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke run, no MFU")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("error: diffusion_mfu needs a CUDA GPU", file=sys.stderr)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: diffusion_mfu needs a CUDA GPU (or --device cpu for a smoke run)", file=sys.stderr)
         return 2
-    dev = torch.device("cuda")
+    dev = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = True
     cfg = DiTConfig(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers,
                     num_heads=args.heads, gradient_checkpointing=args.checkpointing)
     model = DiT(cfg).to(dev)
     net: torch.nn.Module = torch.compile(model) if args.compile else model  # type: ignore[assignment]
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=dev.type == "cuda")
     layout, sched = Layout.bd3(args.seq_len, args.block_size), LogLinearSchedule()
     inputs = layout.training_inputs(dev)
     flex = flex_block_mask(layout.block_ids, layout.block_ids, dev) if args.attention == "flex" else None
+    if flex is not None and dev.type != "cuda":
+        print("error: --attention flex needs --device cuda", file=sys.stderr)
+        return 2
     x0 = torch.randint(0, args.vocab - 1, (args.batch, args.seq_len), device=dev)
 
     def step() -> float:
         t = draw_times(args.batch, layout, 0.0, 1.0, True, dev)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
             loss = nelbo_per_token(net, x0, t, layout, sched, args.vocab - 1, inputs, attn_mask=flex).mean()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -68,14 +72,15 @@ def main() -> int:
 
     for _ in range(args.warmup):
         step()
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync()
     tic = time.perf_counter()
     for _ in range(args.steps):
         loss = step()
-    torch.cuda.synchronize()
+    sync()
     dt = (time.perf_counter() - tic) / args.steps
     seq_s = args.batch / dt
-    name = torch.cuda.get_device_name(dev)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     n = args.seq_len
     util = mfu(cfg, 2 * n, n // 2, seq_s, name)  # the head reads the masked half on average
     print(json.dumps({
@@ -85,7 +90,7 @@ def main() -> int:
         "data_tokens_per_s": round(seq_s * n), "processed_tokens_per_s": round(seq_s * 2 * n),
         "tflops_per_s": round(flops_per_sequence(cfg, 2 * n, n // 2) * seq_s / 1e12, 1),
         "mfu": None if util is None else round(util, 4), "loss": round(loss, 3),
-        "peak_mem_gib": round(torch.cuda.max_memory_allocated(dev) / 2**30, 2),
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated(dev) / 2**30, 2) if dev.type == "cuda" else None,
     }))
     return 0
 

@@ -49,3 +49,22 @@ def test_hdp_sampling_keeps_the_question() -> None:
                  generator=torch.Generator().manual_seed(0))
     assert torch.equal(out[:, :4], prompt[:, :4])
     assert not (out == vocab - 1).any()
+
+
+def test_bf16_autocast_trains_and_samples() -> None:
+    """The GPU precision path (bf16 autocast) on the CPU: dtypes mix without errors, loss is finite."""
+    from gputrain.train.diffusion.objective import draw_times, nelbo_per_token
+
+    vocab, layout = 30, Layout.bd3(16, 4)
+    m = DiT(DiTConfig(vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=4, cond_dim=16,
+                      gradient_checkpointing=True))
+    x0 = torch.randint(0, vocab - 1, (4, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t = draw_times(4, layout, 0.0, 1.0, True, CPU)
+        loss = nelbo_per_token(m, x0, t, layout, LogLinearSchedule(), vocab - 1,
+                               layout.training_inputs(CPU)).mean()
+    loss.backward()
+    assert torch.isfinite(loss) and m.embed.weight.grad is not None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = sample(m, layout, LogLinearSchedule(), vocab - 1, 2, 2, CPU)
+    assert not (out == vocab - 1).any()
