@@ -161,7 +161,7 @@ class LogScanner:
         if head != -1:
             head = buf.rfind(b"\n", lo, head) + 1 or lo
             lines = buf[head:end].decode("utf-8", "replace").splitlines()
-            self.traceback = "\n".join(split_rank(x)[1] for x in lines[-120:])
+            self.traceback = prefer_traceback(self.traceback, "\n".join(split_rank(x)[1] for x in lines[-120:]))
 
     def add_record(self, record: LogRecord) -> None:
         """Fold one parsed record into the running state (also used by ``follow``)."""
@@ -170,7 +170,7 @@ class LogScanner:
         if record.event:
             self.events[record.event] = record.text.splitlines()[-1][:500] if record.text else ""
         if record.kind == "traceback":
-            self.traceback = record.text
+            self.traceback = prefer_traceback(self.traceback, record.text)
         if record.kind not in ("metrics", "progress"):
             return
         if record.rank not in ((None, 0) if self.rank is None else (self.rank,)):
@@ -211,10 +211,26 @@ class LogScanner:
                 if record.event:
                     events[record.event] = record.text.splitlines()[-1][:500]
                 if record.kind == "traceback":
-                    traceback = record.text
+                    traceback = prefer_traceback(traceback, record.text)
         for record in parser.flush():
-            traceback = record.text
+            traceback = prefer_traceback(traceback, record.text)
         return events, traceback
+
+
+_LAUNCHER_ERRORS = ("ChildFailedError", "torch.distributed.elastic")
+
+
+def prefer_traceback(current: str | None, new: str | None) -> str | None:
+    """The traceback that explains a failure: the latest one, unless it is only the launcher's echo.
+
+    When a worker dies, torchrun raises its own ``ChildFailedError`` traceback after the worker's; the
+    worker's exception is the cause a person needs to see.
+    """
+    if not new:
+        return current
+    if current and any(m in new for m in _LAUNCHER_ERRORS) and not any(m in current for m in _LAUNCHER_ERRORS):
+        return current
+    return new
 
 
 def _line_at(buf: bytes | bytearray, pos: int, found: dict[int, int], lo: int, hi: int) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 from gputrain.errors import LogError
 from gputrain.logs.classify import CAUSE_LABELS, PRIORITY, classify_failure, describe
-from gputrain.logs.scan import LogScanner
+from gputrain.logs.scan import LogScanner, prefer_traceback
 from gputrain.logs.schema import METRICS_FILE, validate_record
 from gputrain.logs.stats import MetricTable, lower_is_better
 
@@ -185,10 +185,10 @@ def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], str | None]:
     traceback: str | None = None
     for scanner in scanners:
         events.update(scanner.events)
-        traceback = scanner.traceback or traceback
+        traceback = prefer_traceback(traceback, scanner.traceback)
         tail_events, tail_tb = scanner.tail()
         events.update(tail_events)
-        traceback = tail_tb or traceback
+        traceback = prefer_traceback(traceback, tail_tb)
     return events, traceback
 
 

@@ -82,3 +82,16 @@ def test_unreadable_state_file_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "training_output.log").write_text("step 4/8 | loss 1.0\n")
     (tmp_path / ".summary_state.json").write_text("{not json")
     assert summarize(tmp_path)["steps"]["done"] == 4
+
+
+def test_worker_traceback_wins_over_torchrun_echo() -> None:
+    from gputrain.logs.scan import prefer_traceback
+
+    worker = 'Traceback (most recent call last):\n  File "x.py", line 1\nRuntimeError: boom'
+    launcher = ("Traceback (most recent call last):\n  File \"run.py\"\n"
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: x.py FAILED")
+    assert prefer_traceback(worker, launcher) == worker
+    assert prefer_traceback(launcher, worker) == worker
+    assert prefer_traceback(None, launcher) == launcher
+    later = worker.replace("boom", "second")
+    assert prefer_traceback(worker, later) == later
