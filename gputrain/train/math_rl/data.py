@@ -114,8 +114,9 @@ def read_records(source: str, fmt: str = "auto", split: str = "train") -> list[d
 def load_math_rows(data: dict[str, Any], *, seed: int, eval_size: int) -> tuple[list[Row], list[Row]]:
     """(train rows, held-out eval rows) from the recipe's ``data`` section.
 
-    Eval rows are held out of the same source (``data.val_size``, default ``eval_size``); a generated
-    source draws them from another seed, so they never repeat a training problem by construction of order.
+    Eval rows are held out of the same source (``data.val_size``, default ``eval_size``, at most a fifth).
+    A generated source draws them from the next seed; its problem space is small, so some may repeat a
+    training problem (it measures learning on the task, not generalisation).
     """
     source = str(data.get("source") or "generated")
     train_size, val_size = data.get("train_size"), data.get("val_size")
