@@ -93,12 +93,28 @@ def _finalize(value: Any) -> Any:
     return shlex.quote(str(value))
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates cached per user: compiling sbatch.j2 costs more than the rest of a submit."""
+    import os
+
+    import jinja2
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "gputrain", "jinja")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(folder)
+
+
 @functools.cache
 def environment(directory: str | None = None) -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(directory or str(templates_dir())),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         finalize=_finalize,
         keep_trailing_newline=True,
