@@ -40,7 +40,10 @@ def hdp_task(algo: DiffusionAlgorithm, config: dict[str, Any]) -> Task:
         return {"question": row["question"], "plan": cut(ids[q : q + p]), "execution": execution,
                 "reference": row["answer"], "correct": answer_matches(execution, row)}
 
-    return Task("hdp", hdp_layout(q, p, e, algo.plan_block, algo.exec_block), encode, describe, prompted=True)
+    def prompt(tok: Tokenizer, row: dict[str, str]) -> tuple[list[int], list[bool]]:
+        return encode_hdp(tok, row, q, p, e), [True] * q + [False] * (p + e)
+
+    return Task("hdp", hdp_layout(q, p, e, algo.plan_block, algo.exec_block), encode, describe, prompt)
 
 
 def main(ctx: RunContext) -> int:

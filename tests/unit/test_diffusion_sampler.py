@@ -68,3 +68,14 @@ def test_bf16_autocast_trains_and_samples() -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = sample(m, layout, LogLinearSchedule(), vocab - 1, 2, 2, CPU)
     assert not (out == vocab - 1).any()
+
+
+def test_given_prompt_positions_are_kept_per_row_even_mid_block() -> None:
+    vocab = 30
+    prompt = torch.randint(0, vocab - 1, (2, 16))
+    given = torch.zeros(2, 16, dtype=torch.bool)
+    given[0, :6], given[1, :9] = True, True  # question lengths differ and end inside a block
+    out = sample(model(vocab), Layout.bd3(16, 4), LogLinearSchedule(), vocab - 1, 2, 3, CPU, prompt=prompt,
+                 given=given, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(out[given], prompt[given])
+    assert not (out == vocab - 1).any()

@@ -29,8 +29,14 @@ def _extend(cache: list[KV] | None, new: list[KV]) -> list[KV]:
 @torch.no_grad()
 def sample(model: nn.Module, layout: Layout, schedule: LogLinearSchedule, mask_id: int, batch: int,
            steps_per_block: int, device: torch.device, prompt: torch.Tensor | None = None,
-           generator: torch.Generator | None = None, temperature: float = 1.0) -> torch.Tensor:
-    """Token ids ``(batch, seq_len)``; positions outside ``layout.noisy_pos`` are copied from ``prompt``."""
+           given: torch.Tensor | None = None, generator: torch.Generator | None = None,
+           temperature: float = 1.0) -> torch.Tensor:
+    """Token ids ``(batch, seq_len)``.
+
+    ``given`` (bool, ``(seq_len,)`` or ``(batch, seq_len)``) marks the positions copied from ``prompt``;
+    the clean-only ones (HDP's question) always are. A diffused block that is partly given (a question
+    ending mid-block) starts with those tokens revealed; SUBS keeps them, so only the rest is generated.
+    """
     if steps_per_block < 1:
         raise ValueError("sampling needs at least one denoising step per block")
     was_training = model.training
@@ -38,18 +44,21 @@ def sample(model: nn.Module, layout: Layout, schedule: LogLinearSchedule, mask_i
     n = layout.seq_len
     noisy = torch.zeros(n, dtype=torch.bool)
     noisy[layout.noisy_pos] = True
-    if prompt is None and not bool(noisy.all()):
-        raise ValueError("this layout has clean conditioning positions: pass a prompt")
+    given = (~noisy if given is None else given.cpu() | ~noisy).expand(batch, n)
+    if prompt is None and bool(given.any()):
+        raise ValueError("this layout or request has given positions: pass a prompt")
     out = torch.full((batch, n), mask_id, dtype=torch.long, device=device)
     if prompt is not None:
-        out[:, ~noisy] = prompt.to(device)[:, ~noisy]
+        out = torch.where(given.to(device), prompt.to(device), out)
     cache: list[KV] | None = None
     zero_idx = torch.zeros(n, dtype=torch.long, device=device)
     for block in torch.unique(layout.block_ids).tolist():
         pos = (layout.block_ids == block).nonzero().squeeze(-1)
         pos_d = pos.to(device)
         idx = zero_idx[: len(pos)]
-        if bool(noisy[pos].all()):
+        if not bool(given[:, pos].all()):
+            if not bool(noisy[pos].all()):
+                raise ValueError(f"block {block} mixes clean-only and diffused positions")
             x = out[:, pos_d]
             for k in range(steps_per_block, 0, -1):
                 t, s = k / steps_per_block, (k - 1) / steps_per_block
@@ -66,8 +75,6 @@ def sample(model: nn.Module, layout: Layout, schedule: LogLinearSchedule, mask_i
                 reveal = (x == mask_id) & (u.to(device) < p_reveal)
                 x = torch.where(reveal, draw, x)
             out[:, pos_d] = x
-        elif bool(noisy[pos].any()):
-            raise ValueError(f"block {block} mixes clean and diffused positions")
         _, kv = model(out[:, pos_d], pos_d, torch.zeros(batch, 1, device=device), idx, past=cache)
         cache = _extend(cache, kv)
     model.train(was_training)

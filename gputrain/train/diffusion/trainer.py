@@ -46,7 +46,7 @@ class Task:
     layout: Layout
     encode: Callable[[Tokenizer, dict[str, str]], list[int]]
     describe: Callable[[Tokenizer, list[int], dict[str, str]], dict[str, Any]]
-    prompted: bool  # sampling needs the held-out question as a prompt
+    prompt: Callable[[Tokenizer, dict[str, str]], tuple[list[int], list[bool]]]  # ids, which are given
 
 
 def load_rows(ctx: RunContext) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
@@ -252,18 +252,18 @@ def write_samples(ctx: RunContext, task: Task, model: DiT, tok: Tokenizer, sched
     """Rank 0 samples ``num_samples`` sequences into ``samples.jsonl``; HDP also scores final answers."""
     k = algo.num_samples
     rows = [val_rows[i % len(val_rows)] for i in range(k)]
-    prompt = torch.tensor([task.encode(tok, r) for r in rows]) if task.prompted else None
+    prompts = [task.prompt(tok, r) for r in rows]
+    prompt = torch.tensor([p[0] for p in prompts])
+    given = torch.tensor([p[1] for p in prompts])
     gen = torch.Generator().manual_seed(ctx.seed)
     steps = algo.sampling_steps or algo.block_size
     with ctx.autocast():
-        out = sample(model, task.layout, schedule, tok.mask_id, k, steps, ctx.device, prompt=prompt,
+        out = sample(model, task.layout, schedule, tok.mask_id, k, steps, ctx.device, prompt=prompt, given=given,
                      generator=gen, temperature=algo.sample_temperature)
     records = [task.describe(tok, ids, row) for ids, row in zip(out.tolist(), rows, strict=True)]
     lines = "".join(json.dumps(r) + "\n" for r in records)
     atomic_write_text(ctx.job_dir / "samples.jsonl", lines)
-    stats = {"samples": float(k)}
-    if task.prompted:
-        stats["sample_answer_accuracy"] = sum(bool(r.get("correct")) for r in records) / k
+    stats = {"samples": float(k), "sample_answer_accuracy": sum(bool(r.get("correct")) for r in records) / k}
     ctx.print0(f"[{task.name}] wrote {k} samples to {ctx.job_dir / 'samples.jsonl'}")
     return stats
 
