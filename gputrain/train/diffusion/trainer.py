@@ -3,6 +3,10 @@
 Reads top to bottom: data → model → optimizer → resume → steps (grad accumulation, preemption, periodic
 eval + clip search, checkpoints) → final eval → samples → result.json. Only the layout and the text
 encoding differ between BD3-LM and HDP (``Task``).
+
+Data is tokenised once into an in-memory tensor (GSM8K is 7.5k rows), so ``train.num_workers`` has
+nothing to do here. The training loss uses t clipped to ``[β, ω]``; the reported ``val_nelbo`` uses t over
+all of [0, 1], which is the bound (``val_ppl_bound = exp(val_nelbo)``).
 """
 
 from __future__ import annotations
@@ -145,7 +149,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     @torch.no_grad()
     def evaluate() -> dict[str, float]:
         model.eval()
-        g = torch.Generator().manual_seed(ctx.seed + 17)
+        g = torch.Generator().manual_seed(ctx.seed + 17 + 7919 * ctx.rank)  # same batches each eval, per rank
         sums: dict[str, float] = {}
         for _ in range(algo.eval_batches):
             idx = torch.randint(len(val_x), (batch,), generator=g)
