@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_recipe(job: Path, recipe: str, overrides: list[str], timeout: int = 420) -> tuple[int, str]:
+def run_recipe(job: Path, recipe: str, overrides: list[str], timeout: int = 300) -> tuple[int, str]:
     """Plan ``recipes/<recipe>`` for ``--gpu cpu --gpus 2`` with ``overrides``, run it, return (rc, log)."""
     if shutil.which("torchrun") is None and os.environ.get("CI") != "true":
         pytest.skip("torchrun not installed")
