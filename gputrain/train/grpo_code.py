@@ -43,10 +43,13 @@ def load_code_tasks(data: dict[str, Any], seed: int) -> tuple[list[Any], list[An
 
 def build_code_task(ctx: RunContext) -> GRPOTask:
     from gputrain.train.code_reward import build_prompt, score_completions, score_completions_detailed
+    from gputrain.train.sandbox import SandboxLimits
 
     algo = GRPOAlgorithm.model_validate(ctx.get("algorithm", {}) or {})
     train, held_out = load_code_tasks(ctx.get("data", {}) or {}, ctx.seed)
     workers = algo.sandbox_workers or max(1, min(4, (os.cpu_count() or 2) // max(1, ctx.world_size)))
+    # sandbox_timeout_s bounds one test; the whole program (setup and every test) gets twice that.
+    limits = SandboxLimits(test_seconds=algo.sandbox_timeout_s, wall_seconds=2 * algo.sandbox_timeout_s)
 
     def rows(tasks: list[Any]) -> list[Row]:
         return [{"prompt": build_prompt(t), "task": t} for t in tasks]
@@ -64,6 +67,7 @@ def build_code_task(ctx: RunContext) -> GRPOTask:
             [batch[keys.index(unique[i])]["task"] for i in todo],
             all_or_nothing=algo.all_or_nothing,
             workers=workers,
+            limits=limits,
         )
         for i, reward in zip(todo, fresh, strict=True):
             cache[unique[i]] = reward
@@ -72,7 +76,7 @@ def build_code_task(ctx: RunContext) -> GRPOTask:
         return [[cache[k]] for k in keys]
 
     def evaluate(completions: list[str], batch: list[Row]) -> dict[str, float]:
-        details = score_completions_detailed(completions, [r["task"] for r in batch], workers=workers)
+        details = score_completions_detailed(completions, [r["task"] for r in batch], workers=workers, limits=limits)
         n = max(1, len(details))
         return {
             "pass_rate": sum(d.reward for d in details) / n,

@@ -51,8 +51,8 @@ def test_lr_schedule_warmup_then_cosine_to_zero() -> None:
 
 
 def test_auto_engine_is_hf_without_gpu_and_vllm_request_fails_cleanly() -> None:
-    assert pick_engine("auto", torch.device("cpu")) == "hf"
-    assert pick_engine("hf", torch.device("cpu")) == "hf"
+    assert pick_engine("auto", torch.device("cpu"))[0] == "hf"
+    assert pick_engine("hf", torch.device("cpu"))[0] == "hf"
     with pytest.raises(GputrainError, match="vLLM"):
         pick_engine("vllm", torch.device("cpu"))
 

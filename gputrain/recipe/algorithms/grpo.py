@@ -31,7 +31,7 @@ class GRPOAlgorithm(BaseModel):
     max_prompt_length: int = Field(default=512, gt=0, description="prompts cut to this many tokens")
     max_completion_length: int = Field(default=256, gt=0, description="new tokens per completion")
     rollout_engine: Literal["auto", "hf", "vllm"] = Field(
-        default="auto", description="auto: vLLM when installed and on a GPU, else HF generate"
+        default="auto", description="auto and hf: HF generate (vLLM not wired in yet; vllm is refused)"
     )
 
     # Batches (see module docstring)

@@ -1,8 +1,9 @@
 """Rollouts: G sampled completions per prompt, as token tensors with the masks the loss needs.
 
-HF ``generate`` is the engine everywhere; vLLM is chosen only when asked (``rollout_engine: vllm``) or on
-``auto`` when it is importable and a GPU is present, and it is imported only then. The vLLM path samples
-from a colocated engine whose weights are refreshed from the policy before each rollout.
+Engine: HF ``generate`` (works under DDP and FSDP2, see ``sharding.unsharded_for_generation``). A vLLM
+engine is not wired in yet: ``rollout_engine: auto`` therefore means HF everywhere (and says so in the
+log when vLLM is installed on a GPU), and ``rollout_engine: vllm`` is refused with a one-line error
+instead of silently running HF. vLLM is never imported here.
 """
 
 from __future__ import annotations
@@ -17,18 +18,18 @@ import torch
 from gputrain.train.grpo.sharding import unsharded_for_generation, unwrap
 
 
-def pick_engine(requested: str, device: torch.device) -> str:
-    """``hf`` or ``vllm``; ``auto`` picks vLLM only when it is installed and we run on CUDA."""
-    has_vllm = importlib.util.find_spec("vllm") is not None
-    if requested == "vllm":
-        if not has_vllm or device.type != "cuda":
-            from gputrain.errors import GputrainError
+def pick_engine(requested: str, device: torch.device) -> tuple[str, str]:
+    """(engine, note): always ``hf`` for now; ``vllm`` is refused (see the module docstring)."""
+    from gputrain.errors import GputrainError
 
-            raise GputrainError("algorithm.rollout_engine=vllm needs vLLM installed and a CUDA GPU")
-        return "vllm"
+    if requested == "vllm":
+        raise GputrainError(
+            "algorithm.rollout_engine=vllm: vLLM rollouts are not wired into this build; use hf or auto"
+        )
+    has_vllm = importlib.util.find_spec("vllm") is not None
     if requested == "auto" and has_vllm and device.type == "cuda":
-        return "vllm"
-    return "hf"
+        return "hf", "vLLM is installed but not wired in yet: rolling out with HF generate"
+    return "hf", "HF generate"
 
 
 @dataclass

@@ -38,10 +38,11 @@ def load_full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, st
     import torch.distributed as dist
 
     many = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    source = state if not many or dist.get_rank() == 0 else {"model": {}, "optimizer": {}}
     opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=many)
-    set_model_state_dict(model, state["model"], options=opts)
+    set_model_state_dict(model, source["model"], options=opts)
     _materialize(optimizer)
-    set_optimizer_state_dict(model, optimizer, state["optimizer"], options=opts)
+    set_optimizer_state_dict(model, optimizer, source["optimizer"], options=opts)
 
 
 def _materialize(optimizer: torch.optim.Optimizer) -> None:

@@ -138,12 +138,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     max_steps = ctx.get("train.max_steps") or int(ctx.get("train.epochs", 1)) * steps_per_epoch
     weights = algo.reward_weights or [1.0] * len(task.reward_names)
 
+    engine, engine_note = pick_engine(algo.rollout_engine, ctx.device)
     model, tokenizer, ref, strategy = build_policy(ctx, task)
-    engine = pick_engine(algo.rollout_engine, ctx.device)
-    if engine != "hf":
-        raise GputrainError(
-            "vLLM rollouts are not wired into this build yet: set algorithm.rollout_engine=hf"
-        )
+    ctx.print0(f"[grpo] rollout engine: {engine_note}")
     ctx.seed_per_rank()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
@@ -234,15 +231,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         keep = roll.completion_ids.size(1)
         need_old = n_mini > 1 or algo.num_iterations > 1
         with torch.no_grad(), ctx.autocast():
-            old = (
-                completion_logprobs(model, input_ids, attn, keep, algo.temperature, micro)
-                if need_old
-                else None
-            )
+            old = completion_logprobs(model, input_ids, attn, keep, algo.temperature, micro) if need_old else None
             ref_lp = (
-                completion_logprobs(ref, input_ids, attn, keep, algo.temperature, micro)
-                if ref is not None
-                else None
+                completion_logprobs(ref, input_ids, attn, keep, algo.temperature, micro) if ref is not None else None
             )
 
         model.train()
@@ -305,8 +296,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "tokens_per_s": total_tokens / elapsed,
             "rollout_tokens_per_s": gen_tokens / max(t_gen, 1e-9),
             "response_length": gen_tokens / (len(rows) * ctx.world_size),
-            "truncated_ratio": _global_sum(float(roll.truncated.sum()), ctx.device)
-            / (len(rows) * ctx.world_size),
+            "truncated_ratio": _global_sum(float(roll.truncated.sum()), ctx.device) / (len(rows) * ctx.world_size),
             "distinct_advantages": float(count_distinct_advantages(advantages.cpu(), group)),
             "step_seconds": elapsed,
             "rollout_seconds": t_gen,
