@@ -109,6 +109,9 @@ def generate(
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
             use_cache=True,
+            # transformers turns synced_gpus on by itself for FSDP-managed models; a rank generating alone
+            # (rank-0 evaluation, gather=False) would then wait forever in an all_reduce.
+            synced_gpus=gather,
             **sampling,
         )
     hf.train(was_training)
