@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +31,13 @@ def run_recipe(job: Path, recipe: str, overrides: list[str], timeout: int = 300)
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "GPUTRAIN_JOB_DIR": str(job)}
     with open(job / "training_output.log", "w") as log:
+        # Own process group: on a timeout the workers go too, not only torchrun.
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
         try:
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=timeout)
-            rc = proc.returncode
+            rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             rc = -1
     return rc, (job / "training_output.log").read_text()
 
