@@ -45,6 +45,7 @@ def test_fsdp_shards_and_matches_unsharded(tmp_path: Path) -> None:
         assert rep["loss_diff"] < 1e-5
         assert rep["max_grad_diff"] < 1e-5
         assert 1 <= rep["generated"] <= [3, 7][rep["rank"]]
+        assert rep.get("alone") == (1 if rep["rank"] == 0 else None)
         assert rep["roundtrip_max_diff"] == 0.0
         assert rep["optimizer_steps"] == rep["saved_steps"] == [1.0]
         assert rep["exp_avg_diff"] == 0.0
@@ -111,6 +112,24 @@ def _worker() -> None:
         device=torch.device("cpu"),
     )
     out["generated"] = int(roll.completion_ids.size(1))
+
+    # Rank-0-only evaluation: every rank gathers the weights, rank 0 generates alone, the others wait.
+    from gputrain.train.grpo.sharding import unsharded_for_generation
+
+    with unsharded_for_generation(model):
+        if rank == 0:
+            alone = generate(
+                model,
+                tok,
+                ["def f(x):"],
+                max_prompt_length=16,
+                max_new_tokens=6,
+                temperature=0.0,
+                device=torch.device("cpu"),
+                gather=False,
+            )
+            out["alone"] = len(alone.texts)
+        dist.barrier()
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for p in model.parameters():

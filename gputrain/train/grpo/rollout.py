@@ -109,9 +109,10 @@ def generate(
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
             use_cache=True,
-            # transformers turns synced_gpus on by itself for FSDP-managed models; a rank generating alone
-            # (rank-0 evaluation, gather=False) would then wait forever in an all_reduce.
-            synced_gpus=gather,
+            # transformers turns synced_gpus on by itself for FSDP-managed models: a rank generating alone
+            # (rank-0 evaluation) would then wait forever in an all_reduce. The weights are gathered, so no
+            # rank needs the others while generating (tests/integration/test_grpo_code_fsdp.py).
+            synced_gpus=False,
             **sampling,
         )
     hf.train(was_training)
