@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
+from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
 from gputrain.errors import GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
@@ -32,14 +33,7 @@ LOG_FILE = "training_output.log"
 REQUEUE_EXIT_CODE = 75  # gputrain.train.runtime.signals; train/ is not imported from here
 
 
-def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+
 
 
 def end_state(rc: int, job_dir: Path, cancelled: bool) -> str:
@@ -79,7 +73,7 @@ class LocalBackend(Backend):
         try:
             (staging / "checkpoints").mkdir(parents=True)
             for name, text in files.items():
-                _write_atomic(staging / name, text, 0o755 if name.endswith(".sh") else 0o644)
+                write_atomic(staging / name, text, 0o755 if name.endswith(".sh") else 0o644)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise GputrainError(f"cannot write job folder under {logs_dir}: {exc.strerror}") from None

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
 from gputrain.backends.slurm_parse import (
     SACCT_FIELDS,
@@ -63,14 +64,7 @@ def _one_line(cmd: str, text: str) -> str:
     return f"{cmd} failed: {msg}"
 
 
-def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+
 
 
 def render_sbatch(plan: Plan, *, logs_dir: Path, stamp: str, debug: bool = False) -> str:
@@ -146,7 +140,7 @@ class SlurmBackend(Backend):
         try:
             (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
             for name, text in files.items():
-                _write_atomic(folder / name, text, 0o755 if name.endswith(".sbatch") else 0o644)
+                write_atomic(folder / name, text, 0o755 if name.endswith(".sbatch") else 0o644)
         except OSError as exc:
             raise ClusterError(f"cannot write job folder {folder}: {exc.strerror}") from None
 

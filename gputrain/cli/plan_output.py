@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from gputrain.atomic import write_atomic
 from gputrain.errors import PlanError
 from gputrain.planner import Plan, make_plan
 
@@ -84,19 +83,7 @@ def print_plan(plan: Plan, *, show_scripts: bool) -> None:
             print(f"wrote {text}")
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
 
 
 def write_outputs(plan: Plan, artifacts: dict[str, str], out: Path) -> dict[str, str]:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from gputrain.atomic import write_atomic
 from gputrain.errors import LogError
 from gputrain.logs.classify import CAUSE_LABELS, PRIORITY, classify_failure, describe
 from gputrain.logs.scan import LogScanner, prefer_traceback
@@ -37,22 +37,8 @@ TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Temp file in the same folder, fsync, rename: readers see the old file or the new one."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; summaries are meant to be shared
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Summaries are meant to be shared: the user's umask applies, not mkstemp's 0600."""
+    write_atomic(path, data, 0o666 & ~_UMASK)
 
 
 def find_logs(job_dir: Path) -> list[Path]:

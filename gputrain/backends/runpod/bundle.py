@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gputrain.atomic import write_atomic
 from gputrain.errors import RenderError
 
 if TYPE_CHECKING:
@@ -39,19 +40,7 @@ def image_cuda(dockerfile: str) -> str | None:
     return match.group(1) if match else None
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
 
 
 def write_bundle(plan: Plan, out: Path) -> list[Path]:

@@ -90,7 +90,8 @@ class Up:
 
     # -- the whole run --------------------------------------------------------------------------------
     def run(self) -> int:
-        from gputrain.backends.runpod.bundle import image_cuda, render_bundle, write_atomic
+        from gputrain.atomic import write_atomic
+        from gputrain.backends.runpod.bundle import image_cuda, render_bundle
         from gputrain.planner import make_plan
         from gputrain.registry.store import JobRecord, JobRegistry
 
@@ -272,7 +273,7 @@ class Up:
 
     def _finish(self, client: RunPodClient, registry: Any, name: str, job_dir: Path, state: str,
                 rc: int) -> None:
-        from gputrain.backends.runpod.bundle import write_atomic
+        from gputrain.atomic import write_atomic
 
         cost = self.cost()
         pods = [self.pod] if self.pod is not None else []
