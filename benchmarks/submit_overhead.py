@@ -22,12 +22,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = (
-    "from gputrain.cli.main import app, main\n"
-    "from gputrain.cli import slurm\n"
-    "if not any(c.name == 'submit' for c in app.registered_commands): slurm.register(app)\n"
-    "main()\n"
-)
 PROFILE = (
     "bench:\n  gpu: V100-32GB\n  gpus_per_node: 2\n  gres_type: volta\n  partition: debug\n"
     "  max_time: '00:10:00'\n  sbatch_extra: ['--begin=now+3600']\n"
@@ -57,7 +51,7 @@ def main() -> None:
     (work / "clusters.yaml").write_text(PROFILE)
     env = {**os.environ, "GPUTRAIN_HOME": str(work / "home"), "GPUTRAIN_CONFIG": str(work / "clusters.yaml")}
     recipe = str(ROOT / "recipes" / "selftest.yaml")
-    submit = [sys.executable, "-c", CLI, "submit", recipe, "--cluster", "bench", "--json"]
+    submit = [sys.executable, "-m", "gputrain.cli.main", "submit", recipe, "--cluster", "bench", "--json"]
 
     ids: list[str] = []
     gputrain_s: list[float] = []
