@@ -77,3 +77,57 @@ def test_tiny_policy_generates_groups_with_masks() -> None:
     assert roll.prompt_mask[0].tolist()[0] == 0  # the shorter prompt is left-padded
     assert len(roll.texts) == 2
     assert torch.all(roll.completion_ids[roll.completion_mask == 0] == tok.pad_token_id)
+
+
+def _tiny_batch() -> tuple:
+    from gputrain.train.grpo.policy import build_model, train_tiny_tokenizer
+
+    tok = train_tiny_tokenizer(["def f(x):\n    return x+1\n"] * 8, vocab_size=30)
+    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=5)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(2, len(tok), (4, 9), generator=g)
+    attn = torch.ones_like(ids)
+    mask = torch.ones(4, 4)
+    mask[1, 2:] = 0
+    mask[3, 1:] = 0
+    return model, ids, attn, mask, torch.tensor([0.9, -0.3, 0.4, -1.0])
+
+
+def _grads(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_micro_batches_accumulate_to_the_whole_batch_gradient(loss_type: str) -> None:
+    """Two micro-batches of 2 give the gradient of one batch of 4 (dapo: token mean over the update)."""
+    from gputrain.train.grpo.loss import completion_logprobs, grpo_loss
+
+    model, ids, attn, mask, adv = _tiny_batch()
+    even = mask.clone()
+    even[:] = 1  # grpo/bnpo only average per micro-batch, which equals the whole when lengths match
+    mask = mask if loss_type in ("dapo", "dr_grpo") else even
+    common = {"loss_type": loss_type, "max_completion_length": 4}
+    lp = completion_logprobs(model, ids, attn, 4)
+    grpo_loss(lp, adv, mask, tokens_per_rank=float(mask.sum()), **common).loss.backward()
+    whole = _grads(model)
+    model.zero_grad()
+    for sl in (slice(0, 2), slice(2, 4)):
+        lp = completion_logprobs(model, ids[sl], attn[sl], 4)
+        grpo_loss(lp, adv[sl], mask[sl], accum_steps=2, tokens_per_rank=float(mask.sum()), **common).loss.backward()
+    torch.testing.assert_close(_grads(model), whole, rtol=1e-4, atol=1e-7)
+
+
+def test_gradient_checkpointing_gives_the_same_gradient() -> None:
+    import copy
+
+    from gputrain.train.grpo.loss import completion_logprobs, grpo_loss
+    from gputrain.train.grpo.policy import enable_gradient_checkpointing
+
+    model, ids, attn, mask, adv = _tiny_batch()
+    ckpt = copy.deepcopy(model)
+    enable_gradient_checkpointing(ckpt)
+    for m in (model, ckpt):
+        m.train()
+        grpo_loss(completion_logprobs(m, ids, attn, 4), adv, mask, loss_type="grpo").loss.backward()
+    assert ckpt.model.gradient_checkpointing
+    torch.testing.assert_close(_grads(ckpt), _grads(model), rtol=1e-5, atol=1e-7)

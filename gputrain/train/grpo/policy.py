@@ -93,7 +93,12 @@ def build_model(model_spec: dict[str, Any], tokenizer: Any, *, attention: str = 
 
 def enable_gradient_checkpointing(model: Any) -> None:
     """Recompute activations in backward; non-reentrant so it composes with DDP and FSDP2."""
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    # transformers 5 renamed the switch (the old name warns); 4.x only has the old one.
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     model.config.use_cache = False
 
 
