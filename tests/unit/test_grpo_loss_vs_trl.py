@@ -10,6 +10,7 @@ TRL is a test dependency only.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,7 @@ MAX_COMPLETION = 6
 @pytest.fixture(scope="module")
 def tiny() -> tuple[object, object]:
     tok = train_tiny_tokenizer(CORPUS, vocab_size=300)
-    model = build_model(
-        {"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=3
-    )
+    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=3)
     return model, tok
 
 
@@ -90,10 +89,25 @@ def _trl_trainer(
     return trainer
 
 
+@pytest.fixture(scope="module")
+def trainers(tiny: tuple, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One real TRL trainer per loss type (built with beta > 0 so it holds a reference model)."""
+    base, tok = tiny
+    built: dict[str, object] = {}
+
+    def get(loss_type: str) -> Any:
+        if loss_type not in built:
+            tmp = tmp_path_factory.mktemp(loss_type)
+            built[loss_type] = _trl_trainer(copy.deepcopy(base), tok, loss_type, 0.04, tmp)
+        return built[loss_type]
+
+    return get
+
+
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
 @pytest.mark.parametrize(("beta", "correction"), [(0.0, True), (0.04, True), (0.04, False)])
 def test_loss_and_gradients_match_trl(
-    tiny: tuple, loss_type: str, beta: float, correction: bool, tmp_path: object
+    tiny: tuple, trainers: Any, loss_type: str, beta: float, correction: bool
 ) -> None:
     base, tok = tiny
     ours, theirs = copy.deepcopy(base), copy.deepcopy(base)
@@ -107,10 +121,12 @@ def test_loss_and_gradients_match_trl(
     old = current + shift  # ratios from e^-0.5 to e^0.5: clipped low and high
     ref = current - shift.flip(-1) * 0.3
 
-    trainer = _trl_trainer(theirs, tok, loss_type, beta, tmp_path, correction)
-    inputs = dict(
-        batch, old_per_token_logps=old, ref_per_token_logps=ref, num_items_in_batch=attn[:, 5:].sum()
-    )
+    trainer = trainers(loss_type)
+    trainer.model.load_state_dict(theirs.state_dict())
+    trainer.model.zero_grad(set_to_none=True)
+    trainer.beta = beta  # read at call time by _compute_loss
+    trainer.args.use_bias_correction_kl = correction
+    inputs = dict(batch, old_per_token_logps=old, ref_per_token_logps=ref, num_items_in_batch=attn[:, 5:].sum())
     trl_loss = trainer._compute_loss(trainer.model, inputs)
     trl_loss.backward()
 
