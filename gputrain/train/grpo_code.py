@@ -24,8 +24,15 @@ REWARD_NAME = "code_pass_rate"
 CACHE_SIZE = 50_000
 
 
-def load_code_tasks(data: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]:
-    """(train tasks, held-out tasks) for the recipe's ``data`` section."""
+def load_code_tasks(data: dict[str, Any], seed: int, eval_dataset: str = "held_out") -> tuple[list[Any], list[Any]]:
+    """(train tasks, evaluation tasks) for the recipe's ``data`` section and ``algorithm.eval_dataset``."""
+    from gputrain.train.code_reward import load_humaneval
+
+    train, held_out = _split_tasks(data, seed)
+    return train, (load_humaneval() if eval_dataset == "humaneval" else held_out)
+
+
+def _split_tasks(data: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]:
     from gputrain.train.code_reward import load_humaneval, load_mbpp, toy_tasks
 
     source = str(data.get("source") or "generated")
@@ -41,13 +48,14 @@ def load_code_tasks(data: dict[str, Any], seed: int) -> tuple[list[Any], list[An
     return (train[:train_size] if train_size else train), held_out
 
 
-def build_code_task(ctx: RunContext) -> GRPOTask:
+def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 1) -> GRPOTask:
+    """The code task of a resolved recipe ``config``: prompts, the sandboxed reward, evaluation."""
     from gputrain.train.code_reward import build_prompt, score_completions, score_completions_detailed
     from gputrain.train.sandbox import SandboxLimits
 
-    algo = GRPOAlgorithm.model_validate(ctx.get("algorithm", {}) or {})
-    train, held_out = load_code_tasks(ctx.get("data", {}) or {}, ctx.seed)
-    workers = algo.sandbox_workers or max(1, min(4, (os.cpu_count() or 2) // max(1, ctx.world_size)))
+    algo = GRPOAlgorithm.model_validate(config.get("algorithm") or {})
+    train, held_out = load_code_tasks(config.get("data") or {}, seed, algo.eval_dataset)
+    workers = algo.sandbox_workers or max(1, min(4, (os.cpu_count() or 2) // max(1, world_size)))
     # sandbox_timeout_s bounds one test; the whole program (setup and every test) gets twice that.
     limits = SandboxLimits(test_seconds=algo.sandbox_timeout_s, wall_seconds=2 * algo.sandbox_timeout_s)
 
@@ -99,7 +107,7 @@ def build_code_task(ctx: RunContext) -> GRPOTask:
 def main(ctx: RunContext) -> int:
     from gputrain.train.grpo.trainer import train_grpo
 
-    return train_grpo(ctx, build_code_task(ctx))
+    return train_grpo(ctx, build_code_task(ctx.config, seed=ctx.seed, world_size=ctx.world_size))
 
 
 if __name__ == "__main__":

@@ -73,6 +73,9 @@ class GRPOAlgorithm(BaseModel):
 
     # Evaluation (rank 0 only)
     eval_samples: int = Field(default=64, ge=0, description="held-out problems per evaluation (0: none)")
+    eval_dataset: Literal["held_out", "humaneval"] = Field(
+        default="held_out", description="grpo_code: evaluate on held-out training rows or on HumanEval"
+    )
     eval_temperature: float = Field(default=0.0, ge=0, description="0 means greedy decoding")
     eval_max_new_tokens: int | None = Field(default=None, gt=0, description="default: max_completion_length")
 

@@ -118,6 +118,8 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
             raise GputrainError(f"FSDP requested but parameters are not sharded ({report})")
         in_effect = "fsdp"
     elif ctx.world_size > 1 and strategy in ("ddp", "deepspeed"):
+        if strategy == "deepspeed":
+            ctx.print0("[grpo] warning: the GRPO core has no DeepSpeed path; running DDP (see result.json)")
         model = apply_ddp(model, ctx.device)
         in_effect = "ddp"
     return model, tokenizer, ref, in_effect

@@ -1,0 +1,35 @@
+"""grpo_code's task: data selection, prompts, and the cached sandboxed reward (real sandbox)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from gputrain.train.grpo_code import build_code_task, load_code_tasks
+
+CONFIG = {"data": {"source": "generated", "train_size": 30, "val_size": 5}, "algorithm": {"sandbox_workers": 2}}
+
+
+def test_toy_data_split_and_humaneval_evaluation() -> None:
+    train, held_out = load_code_tasks(CONFIG["data"], seed=0)
+    assert len(train) == 30 and len(held_out) == 5
+    _, humaneval = load_code_tasks(CONFIG["data"], seed=0, eval_dataset="humaneval")
+    assert len(humaneval) == 164 and humaneval[0]["task_id"].startswith("HumanEval/")
+
+
+def test_reward_scores_gold_1_empty_0_and_caches_repeats() -> None:
+    task = build_code_task(CONFIG, seed=0, world_size=2)
+    assert task.reward_names == ["code_pass_rate"]
+    rows = list(task.train_rows[:2])
+    gold = [r["task"]["reference"][len(r["prompt"]) :] for r in rows]
+    completions = [gold[0], "", gold[1], gold[0]]
+    batch = [rows[0], rows[0], rows[1], rows[0]]
+    first = task.score(completions, batch)
+    assert first == [[1.0], [0.0], [1.0], [1.0]]
+    assert task.score(completions, batch) == first  # served from the cache, same answer
+    assert task.score([gold[1]], [rows[0]])[0][0] < 1.0  # the cache is keyed by task, not by text alone
+    assert task.evaluate is not None
+    result = task.evaluate([gold[0], "x x x"], [rows[0], rows[1]])
+    assert result == {"pass_rate": 0.5, "pass_at_1": 0.5}
+    assert any("def f(x)" in text for text in task.corpus)
