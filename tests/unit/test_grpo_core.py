@@ -131,3 +131,11 @@ def test_gradient_checkpointing_gives_the_same_gradient() -> None:
         grpo_loss(completion_logprobs(m, ids, attn, 4), adv, mask, loss_type="grpo").loss.backward()
     assert ckpt.model.gradient_checkpointing
     torch.testing.assert_close(_grads(ckpt), _grads(model), rtol=1e-5, atol=1e-7)
+
+
+def test_compile_switch_is_skipped_on_cpu_and_leaves_the_model_usable() -> None:
+    from gputrain.train.grpo.sharding import compile_layers
+
+    model, ids, attn, mask, adv = _tiny_batch()
+    assert compile_layers(model, torch.device("cpu")) == "compile skipped: CPU run"
+    assert hasattr(model, "generate") and model(input_ids=ids, attention_mask=attn).logits.shape[0] == 4

@@ -29,9 +29,7 @@ def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return list(layers)
 
 
-def apply_fsdp(
-    model: torch.nn.Module, device_type: str, *, param_dtype: torch.dtype | None = None
-) -> torch.nn.Module:
+def apply_fsdp(model: torch.nn.Module, device_type: str, *, param_dtype: torch.dtype | None = None) -> torch.nn.Module:
     """Shard ``model`` in place over all ranks (full shard); ``param_dtype`` sets compute precision.
 
     Gradients are reduced in float32 and averaged over ranks, like DDP, so losses mean the same under both.
@@ -48,6 +46,24 @@ def apply_fsdp(
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
     return model
+
+
+def compile_layers(model: torch.nn.Module, device: torch.device) -> str:
+    """``torch.compile`` each decoder layer in place (before sharding, as torchtitan does); a note for the log.
+
+    Per layer rather than the whole model: the HF model keeps ``generate`` and its attributes, and FSDP2
+    wraps the compiled layers. Skipped where it cannot help (CPU, or no triton).
+    """
+    if device.type != "cuda":
+        return "compile skipped: CPU run"
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        return "compile skipped: triton not installed"
+    layers = _decoder_layers(model)
+    for layer in layers:
+        layer.compile()
+    return f"compiled {len(layers)} decoder layers"
 
 
 def apply_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:

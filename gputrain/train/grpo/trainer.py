@@ -41,7 +41,13 @@ from gputrain.train.grpo.policy import (
     train_tiny_tokenizer,
 )
 from gputrain.train.grpo.rollout import generate, pick_engine
-from gputrain.train.grpo.sharding import apply_ddp, apply_fsdp, sharding_report, unsharded_for_generation
+from gputrain.train.grpo.sharding import (
+    apply_ddp,
+    apply_fsdp,
+    compile_layers,
+    sharding_report,
+    unsharded_for_generation,
+)
 from gputrain.train.grpo.state import load_full_state, save_full_state
 from gputrain.train.grpo.task import GRPOTask
 from gputrain.train.runtime import RunContext
@@ -106,6 +112,8 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
             ref.to(ctx.precision.dtype)
     if ctx.get("train.gradient_checkpointing", False):
         enable_gradient_checkpointing(model)
+    if ctx.get("train.compile", False):
+        ctx.print0(f"[grpo] {compile_layers(model, ctx.device)}")
     strategy = str(ctx.get("distributed.strategy", "ddp"))
     in_effect = "single"
     if ctx.world_size > 1 and strategy == "fsdp":
