@@ -136,6 +136,6 @@ def test_gradient_checkpointing_gives_the_same_gradient() -> None:
 def test_compile_switch_is_skipped_on_cpu_and_leaves_the_model_usable() -> None:
     from gputrain.train.grpo.sharding import compile_layers
 
-    model, ids, attn, mask, adv = _tiny_batch()
+    model, ids, attn, _, _ = _tiny_batch()
     assert compile_layers(model, torch.device("cpu")) == "compile skipped: CPU run"
     assert hasattr(model, "generate") and model(input_ids=ids, attention_mask=attn).logits.shape[0] == 4
