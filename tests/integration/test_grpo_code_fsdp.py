@@ -44,6 +44,7 @@ def test_fsdp_shards_and_matches_unsharded(tmp_path: Path) -> None:
         assert rep["local_numel"] < rep["global_numel"]
         assert rep["loss_diff"] < 1e-5
         assert rep["max_grad_diff"] < 1e-5
+        assert rep["accum_grad_diff"] < 1e-5
         assert 1 <= rep["generated"] <= [3, 7][rep["rank"]]
         assert rep.get("alone") == (1 if rep["rank"] == 0 else None)
         assert rep["roundtrip_max_diff"] == 0.0
@@ -93,6 +94,22 @@ def _worker() -> None:
         assert isinstance(p, DTensor) and isinstance(p.grad, DTensor)
         diffs.append(float((p.grad.full_tensor() - plain_params[name].grad).abs().max()))
     out["max_grad_diff"] = max(diffs)
+
+    # Accumulating two micro-batches with the gradient sync off for the first gives the same gradients.
+    from gputrain.train.grpo.trainer import _grad_sync
+
+    full_grads = {n: p.grad.full_tensor().clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    for i, sl in enumerate((slice(0, 2), slice(2, 4))):
+        with _grad_sync(model, sync=i == 1):
+            lp = completion_logprobs(model, ids[sl], attn[sl], 4)
+            loss = grpo_loss(
+                lp, adv[sl], mask[sl], ref_logps=lp.detach() - 0.1, beta=0.04, loss_type="grpo", accum_steps=2
+            ).loss
+            loss.backward()
+    out["accum_grad_diff"] = max(
+        float((p.grad.full_tensor() - full_grads[n]).abs().max()) for n, p in model.named_parameters()
+    )
 
     for m in (model, plain):
         torch.optim.SGD(m.parameters(), lr=0.1).step()

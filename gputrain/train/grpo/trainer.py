@@ -95,6 +95,17 @@ def _global_sum(value: float, device: torch.device) -> float:
     return float(t.item())
 
 
+def _grad_sync(model: torch.nn.Module, sync: bool) -> contextlib.AbstractContextManager[Any]:
+    """Reduce gradients only on the last micro-batch of an update (DDP ``no_sync``, FSDP2's switch)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(sync)
+        return contextlib.nullcontext()
+    no_sync = getattr(model, "no_sync", None)
+    return no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
+
+
 def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None, str]:
     """(policy, tokenizer, frozen reference or None, strategy in effect), wrapped for the world size."""
     algo = GRPOAlgorithm.model_validate(ctx.get("algorithm", {}) or {})
@@ -257,8 +268,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                 for i, s in enumerate(starts):
                     mb = slice(s, min(s + micro, sl.stop))
                     sync = i == len(starts) - 1
-                    no_sync = getattr(model, "no_sync", None)
-                    guard = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
+                    guard = _grad_sync(model, sync)
                     with guard:
                         with ctx.autocast():
                             lp = completion_logprobs(model, input_ids[mb], attn[mb], keep, algo.temperature)
@@ -270,6 +280,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                             ref_logps=None if ref_lp is None else ref_lp[mb].float(),
                             loss_type=algo.loss_type,
                             beta=algo.beta,
+                            kl_ratio_correction=algo.kl_ratio_correction,
                             epsilon_low=algo.epsilon_low,
                             epsilon_high=algo.epsilon_high,
                             max_completion_length=algo.max_completion_length,
@@ -296,7 +307,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         totals = all_scores @ torch.tensor(weights, dtype=torch.float32)
         rewards_seen.append(float(totals.mean()))
         values: dict[str, float] = {
-            "loss": sum(losses) / max(1, len(losses)) if algo.loss_type != "dapo" else sum(losses),
+            # dapo's micro-batch losses are shares of one update's token mean: sum them per update.
+            "loss": sum(losses) / (max(1, len(losses)) if algo.loss_type != "dapo" else len(norms)),
             "reward_mean": float(totals.mean()),
             "reward_std": float(totals.std()) if totals.numel() > 1 else 0.0,
             "kl": sum(kls) / max(1, len(kls)),
