@@ -58,8 +58,15 @@ def _loader_class() -> type[yaml.SafeLoader]:
 _SCALARS = yaml.constructor.SafeConstructor()
 
 
-def _node_to_data(node: yaml.Node, key: Key, marks: dict[Key, Location], file: str) -> Any:
-    marks[key] = Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+def _node_to_data(
+    node: yaml.Node, key: Key, marks: dict[Key, Location], file: str, _open: frozenset[int] = frozenset()
+) -> Any:
+    here = Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+    marks[key] = here
+    if id(node) in _open:  # an alias pointing at one of its own parents (`a: &x [*x]`)
+        raise RecipeError(f"{here}: recursive YAML alias")
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        _open = _open | {id(node)}
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -70,12 +77,17 @@ def _node_to_data(node: yaml.Node, key: Key, marks: dict[Key, Location], file: s
             if name in out:
                 loc = Location(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
                 raise RecipeError(f"{loc}: duplicate key {'.'.join((*key, name))!r}")
-            out[name] = _node_to_data(value_node, (*key, name), marks, file)
+            out[name] = _node_to_data(value_node, (*key, name), marks, file, _open)
             marks[(*key, name)] = Location(file, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_node_to_data(item, (*key, str(i)), marks, file) for i, item in enumerate(node.value)]
-    return _SCALARS.construct_object(node, deep=True)
+        return [_node_to_data(item, (*key, str(i)), marks, file, _open) for i, item in enumerate(node.value)]
+    try:
+        return _SCALARS.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        # `!!int abc`, an unknown tag such as `!!python/object`, a date like 2024-13-45
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RecipeError(f"{here}: invalid YAML value {node.value!r}: {problem.splitlines()[0]}") from None
 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, dict[Key, Location]]:
@@ -126,6 +138,8 @@ def load_source(path: str | Path, _seen: tuple[Path, ...] = ()) -> RecipeSource:
         return RecipeSource(path, data, marks)
     if not isinstance(parent, str):
         raise RecipeError(f"{marks[('extends',)]}: extends must be a file name")
+    if not (path.parent / parent).is_file():
+        raise RecipeError(f"{marks[('extends',)]}: extends: {path.parent / parent}: recipe file not found")
     base = load_source(path.parent / parent, (*_seen, resolved))
     merged_marks = dict(base.marks)
     merged_marks.update({k: v for k, v in marks.items() if k != ("extends",)})
@@ -160,7 +174,7 @@ def _parse_override_value(key: Key, raw: str, data: Mapping[str, Any]) -> Any:
         return raw
     try:
         return yaml.load(raw, Loader=_loader_class()) if raw.strip() else None
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError):  # 2024-13-45 is a ValueError
         return raw
 
 
@@ -229,7 +243,9 @@ def load_recipe(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Recipe
 
 def _as_recipe_error(exc: ValidationError, source: RecipeSource, model: type[BaseModel], prefix: Key) -> RecipeError:
     errors = exc.errors()
-    first = errors[0]
+    # An unknown key often causes a "missing" error for the field it misspells; the unknown key (with its
+    # "did you mean" hint) is the one worth showing.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(str(p) for p in first["loc"])
     key = (*prefix, *loc)
     dotted = ".".join(key) or "(recipe)"

@@ -101,3 +101,36 @@ def test_algorithm_section_is_checked_by_the_entrypoint_model(tmp_path: Path) ->
     path.write_text(text)
     with pytest.raises(RecipeError, match=r"unknown key 'algorithm.iterashuns'; did you mean 'iterations'"):
         load_recipe(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "fragment"),
+    [
+        ("name: 2024-13-45\n", "1:7", "month must be in 1..12"),  # a YAML date that is no date
+        ("name: a\nentrypoint: !!int abc\n", "2:13", "invalid YAML value 'abc'"),
+        ("name: !!python/object:os.system x\n", "1:7", "could not determine a constructor"),
+        ("a: &x [*x]\n", "1:", "recursive YAML alias"),
+        ("extends: nothere.yaml\nname: a\n", "1:1", "recipe file not found"),
+    ],
+)
+def test_malformed_yaml_values_are_one_line_errors(tmp_path: Path, text: str, where: str, fragment: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    message = info.value.message
+    assert message.startswith(f"{path}:{where}"), message
+    assert fragment in message and "\n" not in message
+
+
+def test_unknown_key_is_named_before_the_field_it_misspells(tmp_path: Path) -> None:
+    text = (R / "base.yaml").read_text().replace("batch_size:", "batch_sise:")
+    path = tmp_path / "typo.yaml"
+    path.write_text(text)
+    with pytest.raises(RecipeError, match=r"unknown key 'train.batch_sise'; did you mean 'batch_size'"):
+        load_recipe(path)
+
+
+def test_set_with_an_impossible_date_is_an_error() -> None:
+    with pytest.raises(RecipeError, match="train.max_steps"):
+        load_recipe(R / "base.yaml", ["train.max_steps=2024-13-45"])
