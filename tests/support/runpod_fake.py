@@ -141,6 +141,7 @@ class FakeRunPod:
     faults: list[Fault] = field(default_factory=list)
     requests: list[tuple[str, str, dict[str, str], Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    closing: threading.Event = field(default_factory=threading.Event)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> FakeRunPod:
@@ -152,6 +153,7 @@ class FakeRunPod:
         return self
 
     def stop(self) -> None:
+        self.closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -334,19 +336,26 @@ class _Handler(BaseHTTPRequestHandler):
                 pod["ssh"]["direct"] = None
                 send(204)
                 return
-            if sub == "logs":
+            streaming = sub == "logs" and method == "GET"
+            if streaming:
                 event = {"ts": pod["createdAt"], "source": "container", "line": "pod up"}
-                text = f"id: 1\ndata: {json.dumps(event)}\n\n"
+                text = f"id: {pod['createdAt']}\ndata: {json.dumps(event)}\n\n".encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Content-Length", str(len(text)))
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "keep-alive")
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                self.wfile.write(text.encode())
-                return
-            if method == "GET" and sub is None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(text), text))
+                self.wfile.flush()
+            elif method == "GET" and sub is None:
                 fake._advance(pod)
                 send(200, pod)
                 return
+        if streaming:  # like the real API, the stream stays open for live lines (none come here)
+            fake.closing.wait(30)
+            self.close_connection = True
+            return
         send(422, _problem(422, "Request validation failed.", [f"$: unsupported request {method} {path}"]))
 
 

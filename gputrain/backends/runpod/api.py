@@ -208,21 +208,36 @@ class RunPodClient:
             return False
         return True
 
-    def pod_logs(self, pod_id: str, tail: int = 200) -> list[str]:
-        """Recent container log lines (the SSE stream read until the server closes it)."""
+    def pod_logs(self, pod_id: str, tail: int = 200, idle_s: float = 3.0) -> list[str]:
+        """Recent container log lines. The endpoint is an SSE stream that stays open for live lines after
+        the backfill, so reading stops after ``tail`` lines or once the stream has been quiet for ``idle_s``."""
         import json
 
-        params = {"source": "container", "tail": tail}
-        response = self._request("GET", f"/v2/pods/{pod_id}/logs", params=params)
-        if response.status_code != 200:
-            self._raise(response, f"logs of pod {pod_id}")
-        lines = []
-        for raw in response.text.splitlines():
-            if raw.startswith("data:"):
-                try:
-                    lines.append(str(json.loads(raw[5:].strip()).get("line", "")))
-                except ValueError:
-                    continue
+        import httpx
+
+        params: dict[str, str | int] = {"source": "container", "tail": tail}
+        timeout = httpx.Timeout(self._http.timeout.connect or 30.0, read=idle_s)
+        lines: list[str] = []
+        if self.debug:
+            print(f"debug: GET {self.base_url}/v2/pods/{pod_id}/logs (stream)", file=sys.stderr)
+        try:
+            with self._http.stream("GET", f"/v2/pods/{pod_id}/logs", params=params, timeout=timeout) as response:
+                if response.status_code != 200:
+                    response.read()
+                    self._raise(response, f"logs of pod {pod_id}")
+                for raw in response.iter_lines():
+                    if not raw.startswith("data:"):
+                        continue
+                    try:
+                        lines.append(str(json.loads(raw[5:].strip()).get("line", "")))
+                    except (ValueError, AttributeError):
+                        continue
+                    if len(lines) >= tail:
+                        break
+        except httpx.ReadTimeout:
+            pass  # the backfill is over; live lines are not waited for
+        except httpx.TransportError as exc:
+            raise RunPodError(f"logs of pod {pod_id}: cannot reach {self.base_url} ({type(exc).__name__})") from None
         return lines
 
     # -- plumbing -----------------------------------------------------------------------------------------
