@@ -123,3 +123,29 @@ def test_folder_without_meta_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "step_00000009").mkdir()  # e.g. copied by hand, incomplete
     ckpt = mgr.load_latest()
     assert ckpt is not None and ckpt.step == 5
+
+
+def test_resaving_a_step_cut_between_the_renames_keeps_that_step_loadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keep=1 and an end-of-epoch save of a step already saved: the old folder must survive a kill."""
+    mgr = CheckpointManager(tmp_path, rank=0, world_size=1, keep=1)
+    mgr.save(4, {"pos": "first"})
+    real_replace = os.replace
+
+    def dies_before_the_new_folder_lands(src: object, dst: object) -> None:
+        if Path(str(src)).name.startswith(".tmp-step_"):
+            raise KeyboardInterrupt  # stands in for a kill -9 at this instant
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", dies_before_the_new_folder_lands)
+    with pytest.raises(KeyboardInterrupt):
+        mgr.save(4, {"pos": "second"})
+    monkeypatch.undo()
+    ckpt = mgr.load_latest()
+    assert ckpt is not None and ckpt.step == 4 and ckpt.state["pos"] == "first"
+
+    mgr.save(4, {"pos": "third"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_00000004"]
+    again = mgr.load_latest()
+    assert again is not None and again.state["pos"] == "third"

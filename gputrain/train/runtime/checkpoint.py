@@ -6,7 +6,9 @@ states — CPU, CUDA, Python, NumPy — and an optional per-rank state such as F
 built in ``.tmp-step_…``; each file is written to a temp name, fsynced and renamed; rank 0 adds
 ``meta.json`` last and renames the folder into place, then fsyncs the parent. A folder without
 ``meta.json``, or a ``.tmp-*`` folder, is never loaded, so a kill -9 during a save leaves the previous
-checkpoint as the newest complete one. Older checkpoints are pruned only after the new one is in place.
+checkpoint as the newest complete one. Saving a step that already exists (an end-of-epoch save after a
+periodic one) first renames the old folder to ``.old-step_…``, which still loads until the new one is in
+place. Older checkpoints are pruned only after the new one is in place.
 The folder must be on a file system all ranks share (always true on one machine; the usual case on Slurm).
 """
 
@@ -23,9 +25,11 @@ from typing import Any
 
 import torch
 
+from gputrain.atomic import write_atomic
 from gputrain.train.runtime import dist as rdist
 
 _PREFIX = "step_"
+_OLD = ".old-"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -37,21 +41,21 @@ def _fsync_dir(path: Path) -> None:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
+    """``torch.save`` streamed to a temp file (no in-memory copy of a large state), fsync, rename."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        torch.save(obj, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def unwrap(module: Any) -> Any:
@@ -124,12 +128,14 @@ class CheckpointManager:
         if not self.root.is_dir():
             return found
         for p in self.root.iterdir():
-            if p.is_dir() and p.name.startswith(_PREFIX) and (p / "meta.json").is_file():
+            name = p.name[len(_OLD) :] if p.name.startswith(_OLD) else p.name
+            if p.is_dir() and name.startswith(_PREFIX) and (p / "meta.json").is_file():
                 try:
-                    found.append((int(p.name[len(_PREFIX) :]), p))
+                    found.append((int(name[len(_PREFIX) :]), p))
                 except ValueError:
                     continue
-        return sorted(found)
+        # For one step, an ``.old-`` folder (a re-save cut short) sorts before the finished one.
+        return sorted(found, key=lambda sp: (sp[0], not sp[1].name.startswith(_OLD)))
 
     def latest_step(self) -> int | None:
         done = self._complete()
@@ -154,10 +160,14 @@ class CheckpointManager:
             meta = {"step": step, "world_size": self.world_size, "time": time.time()}
             atomic_write_text(tmp / "meta.json", json.dumps(meta) + "\n")
             _fsync_dir(tmp)
+            old = self.root / f"{_OLD}{final.name}"
             if final.exists():
-                shutil.rmtree(final)
+                if old.exists():
+                    shutil.rmtree(old)
+                os.replace(final, old)  # still loadable until the new folder is in place
             os.replace(tmp, final)
             _fsync_dir(self.root)
+            shutil.rmtree(old, ignore_errors=True)
             self._prune()
         rdist.barrier()
         return final
