@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gputrain.errors import RecipeError
+from gputrain.errors import HardwareError, RecipeError
 
 RecipeArg = Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a field: a.b=value (repeatable)")]
@@ -96,9 +96,7 @@ def gpus(
     for gpu in found:
         try:
             canonical = gpu.catalog_type().name
-        except RecipeError:
-            canonical = "unknown"
-        except Exception:
+        except HardwareError:  # a GPU the catalog does not know is listed, not fatal
             canonical = "unknown"
         rows.append({"index": gpu.index, "name": gpu.name, "canonical": canonical, "memory_mib": gpu.memory_mib})
     if not rows and not json_:
