@@ -182,7 +182,7 @@ def _parse_kv(text: str) -> LogRecord | None:
     step: int | None = None
     for key, raw, unit in _KV_RE.findall(text):
         low = key.lower()
-        if low in _STEP_KEYS and step is None and "." not in raw:
+        if low in _STEP_KEYS and step is None and raw.isdigit():  # not "1e5": int() would raise
             step = int(raw)
             continue
         if low == "time" and unit:

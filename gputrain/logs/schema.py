@@ -94,7 +94,9 @@ def validate_record(obj: Any) -> dict[str, int | float] | None:
     if not isinstance(obj, dict):
         return None
     step = obj.get("step")
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or step < 0 or step != int(step):
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
+        return None  # json.loads accepts NaN/Infinity, which int() would refuse with a traceback
+    if step < 0 or step != int(step):
         return None
     stamp = clean_value(obj.get("time"))
     if stamp is None:

@@ -23,6 +23,17 @@ def test_binary_garbage_and_empty_files(tmp_path: Path) -> None:
     assert s["steps"]["done"] is None and s["metrics"] == {}
 
 
+def test_odd_numbers_in_metric_lines_do_not_crash(tmp_path: Path) -> None:
+    from gputrain.logs.parse import parse_line
+
+    assert parse_line("iter 1e5: loss 2.0").values["loss"] == 2.0  # "1e5" is no step number
+    assert parse_line('{"step": Infinity, "time": 1, "loss": 1}').kind == "metrics"
+    log = tmp_path / "odd.log"
+    log.write_text('iter 1e5: loss 2.0\n{"step": Infinity, "time": 1, "loss": 1}\niter 7: loss 1.5\n')
+    s = summarize(log, write=False)
+    assert s["metrics"]["loss"]["last"] == 1.5
+
+
 def test_job_folder_without_logs_or_metrics(tmp_path: Path) -> None:
     s = summarize(tmp_path)
     assert s["steps"]["done"] is None

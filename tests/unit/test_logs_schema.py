@@ -96,3 +96,12 @@ def test_validate_record_requires_step_and_time() -> None:
     assert validate_record([1, 2]) is None
     rec = validate_record({"step": 2.0, "time": 3, "loss": math.inf, "kl": 0.25})
     assert rec == {"step": 2, "time": 3.0, "kl": 0.25}
+
+
+def test_non_finite_step_is_skipped_not_a_crash(tmp_path: Path) -> None:
+    # json.loads accepts NaN and Infinity; int() of either raises
+    assert validate_record({"step": math.inf, "time": 1}) is None
+    assert validate_record({"step": math.nan, "time": 1}) is None
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": Infinity, "time": 1}\n{"step": NaN, "time": 1}\n{"step": 3, "time": 2, "loss": 1}\n')
+    assert read_metrics(path) == [{"step": 3, "time": 2.0, "loss": 1.0}]
