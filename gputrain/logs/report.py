@@ -127,16 +127,16 @@ def render_text(summary: dict[str, Any]) -> str:
 
 def print_rich(summary: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     style = {"COMPLETED": "green", "RUNNING": "cyan", "PREEMPTED": "yellow"}.get(summary["state"], "red")
-    console.print(
-        f"[bold]{summary['name']}[/]  [{style}]{headline(summary)[len(summary['name']) + 2 :]}[/]",
-        highlight=False,
-    )
+    # Log text ("[/rank0] ...", "x[/y]") must not be read as rich markup: a stray closing tag raises.
+    rest = escape(headline(summary)[len(summary["name"]) + 2 :])
+    console.print(f"[bold]{escape(summary['name'])}[/]  [{style}]{rest}[/]", highlight=False)
     for key, value in overview_rows(summary):
-        console.print(f"[dim]{key:<12}[/]{value}", highlight=False)
+        console.print(f"[dim]{key:<12}[/]{escape(value)}", highlight=False)
     rows = metric_rows(summary)
     if rows:
         table = Table(show_edge=False, pad_edge=False)

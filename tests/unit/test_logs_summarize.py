@@ -152,3 +152,13 @@ def test_truncated_or_replaced_log_is_rescanned_from_the_start(tmp_path: Path) -
 def test_missing_target_is_a_log_error(tmp_path: Path) -> None:
     with pytest.raises(LogError, match="no such job folder or log file"):
         summarize(tmp_path / "nope")
+
+
+def test_rich_output_shows_log_text_with_brackets_verbatim(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gputrain.logs.report import print_rich
+
+    log = tmp_path / "x.log"
+    log.write_text("Traceback (most recent call last):\n  File \"t.py\", line 1\nValueError: bad key [/cfg] in [x]\n")
+    summary = summarize(log, final=False, exit_code=None, state="FAILED", write=False)
+    print_rich(summary)  # a closing tag in the failure line once raised rich.errors.MarkupError
+    assert "[/cfg] in [x]" in capsys.readouterr().out
