@@ -35,7 +35,7 @@ def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
     """A path (job folder or log file) works without the registry; anything else is looked up there."""
     path = Path(ref).expanduser()
     if path.exists():
-        return path, _find_record(str(path.resolve()) if path.is_dir() else None)
+        return path, _find_record(str(path) if path.is_dir() else None)  # find() tries resolved spellings
     record = _find_record(ref)
     if record is None:
         raise LogError(f"{ref}: no such file, folder or job (see `gputrain jobs`)")

@@ -183,8 +183,9 @@ class JobRegistry:
         ref = str(ref)
         candidates = [ref]
         try:
-            candidates.append(str(Path(ref).expanduser().resolve()))
-        except OSError:
+            # Backends store ``absolute()`` paths (symlinks kept); a user may type a relative or resolved one.
+            candidates += [str(Path(ref).expanduser().absolute()), str(Path(ref).expanduser().resolve())]
+        except (OSError, RuntimeError):
             pass
         with self._connect(write=False) as conn:
             for column in ("job_id", "name", "job_dir"):

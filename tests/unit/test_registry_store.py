@@ -30,6 +30,15 @@ def test_add_get_update_roundtrip(tmp_path: Path) -> None:
     assert again.extra == {"a": 1, "reason": "NonZeroExitCode"} and again.exit_code == 3
 
 
+def test_job_dir_under_a_symlinked_logs_dir_is_found(tmp_path: Path) -> None:
+    (tmp_path / "real" / "logs" / "selftest_job_7_x").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    reg = JobRegistry(tmp_path / "jobs.db")
+    job_dir = tmp_path / "link" / "logs" / "selftest_job_7_x"  # `--logs-dir <link>/logs`, stored unresolved
+    reg.add(_rec("7", job_dir=str(job_dir)))
+    assert reg.get(f"{job_dir}/").job_id == "7"  # trailing slash, as shell completion types it
+
+
 def test_empty_job_id_gets_backend_prefix(tmp_path: Path) -> None:
     reg = JobRegistry(tmp_path / "jobs.db")
     first = reg.add(JobRecord(job_id="", backend="local", name="a"))
