@@ -33,9 +33,6 @@ LOG_FILE = "training_output.log"
 REQUEUE_EXIT_CODE = 75  # gputrain.train.runtime.signals; train/ is not imported from here
 
 
-
-
-
 def end_state(rc: int, job_dir: Path, cancelled: bool) -> str:
     """A user's cancel wins over PREEMPTED (the runtime writes it on any SIGTERM, checkpointing first)."""
     if cancelled:

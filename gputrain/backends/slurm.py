@@ -64,9 +64,6 @@ def _one_line(cmd: str, text: str) -> str:
     return f"{cmd} failed: {msg}"
 
 
-
-
-
 def render_sbatch(plan: Plan, *, logs_dir: Path, stamp: str, debug: bool = False) -> str:
     """The job script text (pure apart from reading the template)."""
     from gputrain.hardware.clusters import sbatch_settings
