@@ -70,3 +70,14 @@ def test_bad_settings_become_one_line_errors() -> None:
         bd3lm_task(DiffusionAlgorithm(block_size=4), {"model": {"seq_len": 30}})
     with pytest.raises(GputrainError, match="differs from question_len"):
         hdp_task(DiffusionAlgorithm(), {"model": {"seq_len": 100}})
+
+
+@pytest.mark.parametrize(("name", "content"), [("bad.parquet", b"not parquet"), ("bad.json", b"5"),
+                                               ("bad.jsonl", b"{oops\n")])
+def test_unreadable_local_files_are_one_line_errors(tmp_path: Path, name: str, content: bytes) -> None:
+    if name.endswith("parquet"):
+        pytest.importorskip("pyarrow")
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(GputrainError, match=f"data.source {path}: (cannot read|expected a list)"):
+        load_gsm8k(str(path), "train")

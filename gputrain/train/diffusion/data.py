@@ -125,11 +125,13 @@ def load_gsm8k(source: str, split: str, fmt: str = "auto") -> list[dict[str, str
                 rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
             elif kind == "json":
                 data = json.loads(path.read_text())
-                rows = data if isinstance(data, list) else data.get(split, data.get("data", []))
+                rows = data.get(split, data.get("data", [])) if isinstance(data, dict) else data
             else:
                 raise GputrainError(f"data.source {source}: unknown format {kind!r} (json, jsonl, parquet)")
-        except (json.JSONDecodeError, OSError) as exc:
+        except (ValueError, OSError, ImportError) as exc:  # JSON and Arrow parse errors are ValueErrors
             raise GputrainError(f"data.source {source}: cannot read ({exc})") from None
+        if not isinstance(rows, list):
+            raise GputrainError(f"data.source {source}: expected a list of rows, got {type(rows).__name__}")
     else:
         try:
             import datasets
