@@ -33,9 +33,10 @@ from gputrain.backends.slurm_parse import (
 )
 from gputrain.errors import ClusterError, GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
+from gputrain.render.render import render_sbatch
 
 if TYPE_CHECKING:
-    from gputrain.planner import Plan
+    pass
 
 _TIMEOUT_S = 90.0
 
@@ -62,19 +63,6 @@ def _one_line(cmd: str, text: str) -> str:
     if "unable to contact slurm controller" in msg.lower():
         return f"Slurm controller unreachable ({cmd}: {msg}); check `scontrol ping`"
     return f"{cmd} failed: {msg}"
-
-
-def render_sbatch(plan: Plan, *, logs_dir: Path, stamp: str, debug: bool = False) -> str:
-    """The job script text (pure apart from reading the template)."""
-    from gputrain.hardware.clusters import sbatch_settings
-    from gputrain.render import render_template, template_context
-
-    data = plan.to_dict()
-    context = template_context(plan)
-    context["slurm"] = sbatch_settings(
-        data["cluster"], data, logs_dir=str(logs_dir), stamp=stamp, workdir=os.getcwd(), debug=debug
-    )
-    return render_template("sbatch.j2", context)
 
 
 class SlurmBackend(Backend):

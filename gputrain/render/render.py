@@ -152,8 +152,8 @@ def template_context(plan: Plan, job_dir: str | Path | None = None) -> dict[str,
     }
 
 
-def _slurm_settings(plan: Plan) -> dict[str, Any]:
-    """The ``#SBATCH`` values of a plan, as ``gputrain submit`` would compute them (stamp = now)."""
+def render_sbatch(plan: Plan, *, logs_dir: str | Path = "logs", stamp: str | None = None, debug: bool = False) -> str:
+    """The job script ``gputrain submit`` sends (``plan --cluster`` shows the same text, stamped now)."""
     import os
     import time
 
@@ -162,8 +162,12 @@ def _slurm_settings(plan: Plan) -> dict[str, Any]:
     data = plan.to_dict()
     if data["cluster"] is None:
         raise RenderError("the slurm target needs a cluster profile: pass --cluster NAME")
-    stamp = time.strftime("%Y%m%d_%H%M%S")
-    return sbatch_settings(data["cluster"], data, logs_dir="logs", stamp=stamp, workdir=os.getcwd(), debug=False)
+    context = template_context(plan)
+    context["slurm"] = sbatch_settings(
+        data["cluster"], data, logs_dir=str(logs_dir), stamp=stamp or time.strftime("%Y%m%d_%H%M%S"),
+        workdir=os.getcwd(), debug=debug,
+    )
+    return render_template("sbatch.j2", context)
 
 
 def render_template(name: str, context: Mapping[str, Any]) -> str:
@@ -180,7 +184,7 @@ def render_template(name: str, context: Mapping[str, Any]) -> str:
 def render_artifacts(plan: Plan, job_dir: str | Path | None = None, target: str | None = None) -> dict[str, str]:
     """Render every script the plan's target needs: ``{file name: text}``."""
     target = target or plan.target
-    context = template_context(plan, job_dir)
     if target == "slurm":
-        context["slurm"] = _slurm_settings(plan)
+        return {"job.sbatch": render_sbatch(plan)}
+    context = template_context(plan, job_dir)
     return {out: render_template(tpl, context) for out, tpl in TARGET_TEMPLATES[target].items()}
