@@ -34,6 +34,9 @@ class MetricStats:
         self.stride = 1
 
     def add(self, step: float, value: float) -> None:
+        if self.count and step <= self.last[0]:
+            # A resumed run replays the steps after its checkpoint: the curve keeps the newer values.
+            self.series = [point for point in self.series if point[0] < step]
         if self.count == 0:
             self.first = (step, value)
         self.last = (step, value)

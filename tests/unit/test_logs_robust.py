@@ -106,3 +106,16 @@ def test_worker_traceback_wins_over_torchrun_echo() -> None:
     assert prefer_traceback(None, launcher) == launcher
     later = worker.replace("boom", "second")
     assert prefer_traceback(worker, later) == later
+
+
+def test_resumed_run_replaying_steps_keeps_one_monotonic_curve() -> None:
+    from gputrain.logs.stats import MetricStats
+
+    stats = MetricStats()
+    for step in range(1, 11):
+        stats.add(step, 10.0 - step)
+    for step in range(6, 13):  # resumed from the step-5 checkpoint
+        stats.add(step, 100.0 + step)
+    steps = [s for s, _ in stats.series]
+    assert steps == sorted(set(steps)) and steps[-1] == 12
+    assert dict(stats.series)[6] == 106.0 and stats.last == (12, 112.0)
