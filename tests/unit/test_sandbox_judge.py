@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gputrain.train.sandbox import Job, SandboxLimits, SandboxPool
@@ -79,3 +81,41 @@ def test_weakest_isolation_still_judges_correctly() -> None:
                        limits=LIMITS, isolation=Isolation("rlimits", None, None, ()))
     assert result.isolation == "rlimits"
     assert [o.status for o in result.outcomes] == ["passed", "failed"]
+
+
+def test_program_cannot_shadow_builtins_the_test_uses(pool: SandboxPool) -> None:
+    # Were `set` a proxy, both sides of the assert would be the program's answer: 1 == 1.
+    program = "def set(*a):\n    return 1\ndef common(a, b):\n    return None\n"
+    got = statuses(pool, program, ["assert set(common((3, 4, 5), (5, 4, 9))) == set((4, 5))"])
+    assert got[0][0] == "failed"
+    good = "def common(a, b):\n    return [x for x in a if x in b]\n"
+    assert statuses(pool, good, ["assert set(common((3, 4, 5), (5, 4, 9))) == set((4, 5))"]) == [("passed", "")]
+
+
+def test_prelude_helpers_stay_the_judges_and_its_stubs_are_the_programs(pool: SandboxPool) -> None:
+    # HumanEval/38's shape: the prompt defines encode(), declares decode(); check() relies on encode().
+    prelude = 'def encode(s):\n    return s[1:] + s[:1]\n\ndef decode(s):\n    """Undo encode."""\n'
+    test = "def check(candidate):\n    assert candidate(encode('abc')) == 'abc'\n\ncheck(decode)\n"
+    cheat = "def encode(s):\n    return s\n\ndef decode(s):\n    return s\n"
+    honest = prelude + "    return s[-1:] + s[:-1]\n"
+    assert pool.run(Job(honest, [test], judge_prelude=prelude)).fraction == 1.0
+    assert pool.run(Job(cheat, [test], judge_prelude=prelude)).fraction == 0.0
+
+
+def test_a_program_dying_before_it_reads_its_settings_is_a_crash_not_an_exception(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    import tempfile
+
+    from gputrain.train.sandbox import Isolation, run_tests
+    from gputrain.train.sandbox.process import SandboxDied, SandboxProcess
+
+    def broken_pipe(self: SandboxProcess, msg: dict) -> None:
+        raise SandboxDied("control pipe closed")
+
+    monkeypatch.setattr(SandboxProcess, "_send", broken_pipe)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run_tests("def f():\n    return 1\n", ["assert f() == 1", "assert f()"],
+                       limits=LIMITS, isolation=Isolation("rlimits", None, None, ()))
+    assert [(o.status, o.reason) for o in result.outcomes] == [("crashed", "control pipe closed")] * 2
+    assert list(os.listdir(str(tmp_path))) == []  # its working folder went with it

@@ -1,15 +1,16 @@
 """Run a program's tests with the verdict taken outside the program's reach.
 
 Each test (an ``assert ...`` line, or HumanEval's ``check(candidate)`` code) is executed HERE, in the
-parent, in a fresh namespace where every callable the program defined is a proxy: calling it sends the
-arguments to the sandboxed program and brings back the return value as plain data (int, str, list, ...;
-other objects come back as opaque handles that can be passed back or have methods called, but never
-compare equal or test true). The program never sees the test, the expected value or the verdict, so
+parent, in a fresh namespace where the program's callables are proxies (never under a builtin's name
+or a judge-side helper's): calling one sends the arguments to the sandboxed program and brings back the
+return value as plain data (int, str, list, ...; other objects come back as opaque handles that can be
+passed back or have methods called, but never compare equal or test true). The program never sees the test, the expected value or the verdict, so
 ``sys.exit(0)``, patched builtins/``AssertionError``, ``os._exit`` or a printed "OK" cannot fake a pass.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import time
@@ -129,13 +130,46 @@ class _Session:
             raise ProgramRaised(f"unreadable return value: {exc}") from exc
 
 
+@functools.lru_cache(maxsize=256)
+def _prelude_stubs(prelude: str) -> frozenset[str]:
+    """Functions the prelude only declares (no ``return``/``yield``: a docstring, maybe an import): the
+    program supplies them.
+
+    HumanEval's prompt ends with the entry point's signature and docstring; its other functions (``poly``,
+    ``encode_cyclic``) are helpers that ``check`` relies on and must stay the judge's own.
+    """
+    try:
+        tree = ast.parse(prelude)
+    except SyntaxError:
+        return frozenset()
+    returns = (ast.Return, ast.Yield, ast.YieldFrom)
+    return frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and not any(isinstance(inner, returns) for stmt in node.body for inner in ast.walk(stmt))
+    )
+
+
+def _proxied(names: list[str], prelude_names: set[str], prelude: str) -> list[str]:
+    """The program's callables the test may reach. Never a builtin's name (a program defining ``set`` or
+    ``sorted`` would otherwise decide both sides of ``assert set(f(x)) == set(y)``), never a prelude helper."""
+    stubs = _prelude_stubs(prelude)
+    return [
+        n for n in names
+        if not hasattr(builtins, n) and (n not in prelude_names or n in stubs)
+    ]
+
+
 def _run_one(test: str, session: _Session, names: list[str], setup_code: str, prelude: str) -> TestOutcome:
     namespace: dict[str, Any] = {"__name__": "__judge__"}
     try:
-        exec(compile(setup_code + "\n" + prelude, "<setup>", "exec"), namespace)
+        exec(compile(setup_code, "<setup>", "exec"), namespace)
+        before = set(namespace)
+        exec(compile(prelude, "<prelude>", "exec"), namespace)
     except Exception as exc:
         return TestOutcome(test, "crashed", f"test setup failed: {type(exc).__name__}: {exc}")
-    for name in names:
+    for name in _proxied(names, set(namespace) - before, prelude):
         namespace[name] = Proxy(session, name)
     try:
         exec(compile(test, "<test>", "exec"), namespace)
@@ -175,8 +209,8 @@ def run_tests(
     try:
         for i, test in enumerate(tests):
             if proc is None:
-                proc = SandboxProcess(program, setup_code, limits, isolation)
                 try:
+                    proc = SandboxProcess(program, setup_code, limits, isolation)
                     names = proc.start(min(limits.test_seconds, max(0.0, deadline - time.monotonic())))
                 except (SandboxDied, SandboxTimeout) as exc:
                     status: Status = "timed_out" if isinstance(exc, SandboxTimeout) else "crashed"

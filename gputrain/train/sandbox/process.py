@@ -75,6 +75,11 @@ class SandboxProcess:
                 group=isolation.gid if level == "uid" else None,
                 extra_groups=[] if level == "uid" else None,
             )
+        except BaseException:
+            for fd in (self._to_child, self._from_child):
+                os.close(fd)
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise
         finally:
             os.close(to_child_r)
             os.close(from_child_w)
@@ -90,7 +95,11 @@ class SandboxProcess:
             "uid": isolation.uid if level == "namespaces" else None, "gid": isolation.gid,
             "tmpfs_mb": limits.tmpfs_mb, **mount_plan(isolation.hide),
         }
-        self._send(cfg)
+        try:
+            self._send(cfg)
+        except BaseException:
+            self.close()  # the child died before reading its settings: leave nothing behind
+            raise
 
     def _drain(self, name: str, stream: IO[bytes] | None) -> None:
         assert stream is not None
