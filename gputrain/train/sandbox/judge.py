@@ -4,8 +4,9 @@ Each test (an ``assert ...`` line, or HumanEval's ``check(candidate)`` code) is 
 parent, in a fresh namespace where the program's callables are proxies (never under a builtin's name
 or a judge-side helper's): calling one sends the arguments to the sandboxed program and brings back the
 return value as plain data (int, str, list, ...; other objects come back as opaque handles that can be
-passed back or have methods called, but never compare equal or test true). The program never sees the test, the expected value or the verdict, so
-``sys.exit(0)``, patched builtins/``AssertionError``, ``os._exit`` or a printed "OK" cannot fake a pass.
+passed back or have methods called, but never compare equal or test true). The program never sees the
+test, the expected value or the verdict, so ``sys.exit(0)``, patched builtins/``AssertionError``,
+``os._exit`` or a printed "OK" cannot fake a pass.
 """
 
 from __future__ import annotations
