@@ -130,6 +130,9 @@ class LocalBackend(Backend):
         env = {**os.environ, "GPUTRAIN_JOB_DIR": str(job_dir), "PYTHON": os.environ.get("PYTHON", sys.executable)}
         env.setdefault("OMP_NUM_THREADS", "1")
         cancelled = False
+        if self._cancel_requested(sub.job_id):  # cancelled while the detached supervisor was starting
+            self.registry.update(sub.job_id, state="CANCELLED")
+            return 1
         with open(job_dir / LOG_FILE, "a", encoding="utf-8", errors="replace") as log:
             try:
                 proc = subprocess.Popen(
@@ -148,6 +151,9 @@ class LocalBackend(Backend):
                 self.registry.update(sub.job_id, state="FAILED", extra={"reason": str(exc)})
                 raise GputrainError(f"cannot start {job_dir / 'launch.sh'}: {exc.strerror}") from None
             self.registry.update(sub.job_id, state="RUNNING", extra={"pid": proc.pid})
+            if self._cancel_requested(sub.job_id):  # a cancel that raced the start: honour it now
+                cancelled = True
+                os.killpg(proc.pid, signal.SIGTERM)
 
             def forward(signum: int, frame: FrameType | None) -> None:
                 nonlocal cancelled
@@ -170,12 +176,15 @@ class LocalBackend(Backend):
             finally:
                 for s, handler in previous.items():
                     signal.signal(s, handler)
-        fresh = self.registry.find(sub.job_id)
-        cancelled = cancelled or bool(fresh and (fresh.extra or {}).get("cancel_requested"))
+        cancelled = cancelled or self._cancel_requested(sub.job_id)
         state = end_state(rc, job_dir, cancelled)
         self._summarize(job_dir, rc, state)  # first: a final registry state means the summary is there
         self.registry.update(sub.job_id, state=state, exit_code=rc)
         return rc
+
+    def _cancel_requested(self, job_id: str) -> bool:
+        fresh = self.registry.find(job_id)
+        return bool(fresh and (fresh.state == "CANCELLED" or (fresh.extra or {}).get("cancel_requested")))
 
     @staticmethod
     def _summarize(job_dir: Path, rc: int, state: str) -> None:
@@ -199,9 +208,12 @@ class LocalBackend(Backend):
         if rec.state in FINAL_STATES:
             return
         pid = (rec.extra or {}).get("pid")
+        self.registry.update(job_id, extra={"cancel_requested": True})
         if isinstance(pid, int) and _alive(pid):
-            self.registry.update(job_id, extra={"cancel_requested": True})
-            os.killpg(pid, signal.SIGTERM)  # torchrun passes it on; the runtime checkpoints and exits 75
+            try:
+                os.killpg(pid, signal.SIGTERM)  # torchrun passes it on; the runtime checkpoints and exits 75
+            except ProcessLookupError:
+                pass  # ended between the check and the kill: the supervisor records its end state
         else:
             self.registry.update(job_id, state="CANCELLED")
 

@@ -47,6 +47,19 @@ def test_unwritable_logs_dir_is_an_error_and_leaves_no_record(tmp_path: Path) ->
     assert registry.list() == []
 
 
+def test_cancel_before_the_supervisor_starts_means_it_never_starts(tmp_path: Path) -> None:
+    registry = JobRegistry(tmp_path / "jobs.db")
+    backend = LocalBackend(registry)
+    sub = backend.prepare(_plan(), logs_dir=tmp_path / "logs")
+    marker = tmp_path / "started"
+    (sub.job_dir / "launch.sh").write_text(f"#!/usr/bin/env bash\ntouch {marker}\n")
+    backend.cancel(sub.job_id)  # no pid yet: the detached supervisor has not launched anything
+    assert registry.get(sub.job_id).state == "CANCELLED"
+    assert backend.run(sub) != 0
+    assert not marker.exists(), "a cancelled job was started anyway"
+    assert registry.get(sub.job_id).state == "CANCELLED"
+
+
 def test_end_state_prefers_cancel_then_preempted(tmp_path: Path) -> None:
     assert end_state(0, tmp_path, cancelled=False) == "COMPLETED"
     assert end_state(1, tmp_path, cancelled=False) == "FAILED"
