@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,7 +54,9 @@ def recipes(
         target = Path.cwd() / source.name
         if target.exists():
             raise RecipeError(f"{target} already exists; not overwriting it")
-        shutil.copyfile(source, target)
+        from gputrain.atomic import write_atomic
+
+        write_atomic(target, source.read_bytes())
         print(f"copied {source.name} to {target}")
         return
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

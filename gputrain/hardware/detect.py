@@ -44,7 +44,7 @@ def _detect_nvml() -> list[DetectedGPU] | None:
     except Exception:  # NVMLError_LibraryNotFound and friends: no driver here
         return None
     try:
-        found = []
+        found: list[DetectedGPU] = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(handle)
@@ -52,6 +52,8 @@ def _detect_nvml() -> list[DetectedGPU] | None:
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
             found.append(DetectedGPU(i, name, int(memory), "nvml"))
         return found
+    except pynvml.NVMLError:
+        return None  # a driver that half-answers: let nvidia-smi try
     finally:
         pynvml.nvmlShutdown()
 

@@ -257,7 +257,8 @@ def _as_recipe_error(exc: ValidationError, source: RecipeSource, model: type[Bas
     else:
         message = f"{dotted}: {first['msg']}"
         if "input" in first and not isinstance(first["input"], dict | list):
-            message += f" (got {first['input']!r})"
+            got = f"(got {first['input']!r})"
+            message += "" if got in message else f" {got}"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return RecipeError(f"{source.where(key)}: {message}{more}")
 

@@ -84,8 +84,15 @@ def test_gdpo_b200_table_by_model_size(size: str, batch: int, mini: int, util: f
     assert config["algorithm"]["train_batch_size"] == batch
     assert config["algorithm"]["ppo_mini_batch_size"] == mini
     assert config["memory"]["vllm_gpu_memory_utilization"] == util
-    other = make_plan(RECIPES / "gdpo_deepscaler.yaml", gpu="H100", gpus_per_node=4, check_memory=False)
-    assert other.profile == "B200-192GB" or other.to_dict()["config"]["memory"]["vllm_gpu_memory_utilization"]
+
+
+
+@pytest.mark.parametrize("gpu", ["H100", "H200", "A100-80GB"])
+def test_gdpo_elsewhere_uses_the_default_vllm_share(gpu: str) -> None:
+    plan = make_plan(RECIPES / "gdpo_deepscaler.yaml", gpu=gpu, gpus_per_node=4, check_memory=False)
+    assert plan.profile != "B200-192GB"
+    assert plan.to_dict()["config"]["memory"]["vllm_gpu_memory_utilization"] == 0.65
+    assert plan.to_dict()["config"]["algorithm"]["train_batch_size"] != 1024
 
 
 def test_supercloud_cluster_gives_v100_fp16_two_gpus() -> None:

@@ -134,3 +134,8 @@ def test_unknown_key_is_named_before_the_field_it_misspells(tmp_path: Path) -> N
 def test_set_with_an_impossible_date_is_an_error() -> None:
     with pytest.raises(RecipeError, match="train.max_steps"):
         load_recipe(R / "base.yaml", ["train.max_steps=2024-13-45"])
+
+
+def test_infinite_numbers_are_rejected() -> None:
+    with pytest.raises(RecipeError, match="train.learning_rate"):
+        load_recipe(R / "base.yaml", ["train.learning_rate=.inf"])
