@@ -204,6 +204,7 @@ def train(ctx: RunContext) -> int:
             if step >= total:
                 break
         epoch, skip = epoch + 1, 0
+        state["pos"] = {"epoch": epoch, "batch": 0}  # a resume from the save below starts the next epoch
         val_loss = validate(ctx, model, val_loader, algo)
         improved = val_loss < state["best"]["val_loss"]
         if improved:
