@@ -93,3 +93,28 @@ def test_onnx_export_matches_torch_on_unseen_sizes(tmp_path: Path) -> None:
     with torch.no_grad():
         out = model(big.x, big.edge_index())
     assert out.shape == (64, 8) and torch.isfinite(out).all()
+
+
+def test_chromatic_head_loss_runs_through_the_wrapper_forward() -> None:
+    """DDP syncs gradients only for a forward made through the wrapper; the χ head must not bypass it."""
+    from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
+    from gputrain.train.gnn_coloring.train import batch_loss
+
+    class CountingWrapper(torch.nn.Module):  # unwrap() sees through ``_orig_mod`` like through DDP
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self._orig_mod, self.calls = inner, 0
+
+        def forward(self, *args: object) -> object:
+            self.calls += 1
+            return self._orig_mod(*args)
+
+    torch.manual_seed(0)
+    net = ColoringGNN(in_dim=6, hidden=16, layers=2, num_colors=8, chromatic_head=True)
+    wrapped = CountingWrapper(net)
+    algo = GNNColoringAlgorithm(num_colors=8, chromatic_head=True).model_dump(mode="json")
+    loss, parts = batch_loss(wrapped, _batch(["myciel3", "queen5_5"]), algo)
+    assert wrapped.calls == 1
+    assert {"potts", "chi_loss"} <= set(parts) and torch.isfinite(loss)
+    loss.backward()
+    assert net.chi_head is not None and net.chi_head.weight.grad is not None

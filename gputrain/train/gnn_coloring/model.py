@@ -56,8 +56,15 @@ class ColoringGNN(nn.Module):
             h = layer(h, edge_index, inv_deg)
         return h
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        return self.head(self.encode(x, edge_index))
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor, node_graph: torch.Tensor | None = None, num_graphs: int = 0
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Logits; with ``node_graph`` also the χ estimate per graph. Training must come through here, not
+        ``encode``: DDP only all-reduces gradients of a backward whose forward ran through its wrapper."""
+        h = self.encode(x, edge_index)
+        if node_graph is None:
+            return self.head(h)
+        return self.head(h), self.chromatic(h, node_graph, num_graphs)
 
     def chromatic(self, h: torch.Tensor, node_graph: torch.Tensor, num_graphs: int) -> torch.Tensor:
         """Mean-pooled readout → predicted χ per graph (only with ``chromatic_head``)."""

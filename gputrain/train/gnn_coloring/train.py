@@ -48,10 +48,8 @@ def batch_loss(model: torch.nn.Module, batch: Batch, algo: dict[str, Any]) -> tu
         logits = model(batch.x, batch.edge_index)
         loss, _ = potts_loss(logits, batch.edge_index, batch.node_graph, batch.q, batch.num_graphs)
         return loss, {}
-    h = bare.encode(batch.x, batch.edge_index)
-    logits = bare.head(h)
+    logits, pred = model(batch.x, batch.edge_index, batch.node_graph, batch.num_graphs)
     potts, _ = potts_loss(logits, batch.edge_index, batch.node_graph, batch.q, batch.num_graphs)
-    pred = bare.chromatic(h, batch.node_graph, batch.num_graphs)
     known = ~torch.isnan(batch.chi)
     target = torch.where(known, batch.chi, batch.q.float())  # planted/ER: q bounds χ from above
     chi_loss = torch.nn.functional.smooth_l1_loss(pred.float(), target)
