@@ -28,12 +28,6 @@ CPU_PROFILE = [
     "algorithm.max_nodes=40",
     "algorithm.planted_colors=[3,5]",
 ]
-# The lead registers `run` in gputrain/cli/main.py; until then this adds it the same way.
-CLI = (
-    "from gputrain.cli import main as m, run as r\n"
-    "'run' in [c.name for c in m.app.registered_commands] or r.register(m.app)\n"
-    "m.main()\n"
-)
 
 
 def _gputrain(tmp: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -41,7 +35,7 @@ def _gputrain(tmp: Path, *args: str, timeout: float = 600) -> subprocess.Complet
         pytest.skip("torchrun/bash not available")
     env = {**os.environ, "GPUTRAIN_HOME": str(tmp / "home"), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "-c", CLI, *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -42,11 +42,6 @@ CPU_PROFILE = [
     "algorithm.eval_samples=27",
     "algorithm.sandbox_workers=2",
 ]
-CLI = (
-    "from gputrain.cli import main as m, run as r\n"
-    "'run' in [c.name for c in m.app.registered_commands] or r.register(m.app)\n"
-    "m.main()\n"
-)
 
 
 def _need_tools() -> None:
@@ -73,7 +68,7 @@ def test_gputrain_run_grpo_code_cpu_reward_rises(tmp_path: Path) -> None:
     recipe = str(REPO / "recipes" / "grpo_code_mbpp.yaml")
     args = ["run", recipe, "--gpu", "cpu", "--gpus", "2", *sets, "--logs-dir", str(tmp_path / "logs")]
     proc = subprocess.run(
-        [sys.executable, "-c", CLI, *args],
+        [sys.executable, "-m", "gputrain.cli.main", *args],
         cwd=tmp_path,
         env=_env(tmp_path),
         capture_output=True,

@@ -19,13 +19,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "scripts" / "slurm-testbed"
 RECIPE = ROOT / "recipes" / "selftest.yaml"
-# The CLI with the Slurm commands registered even before gputrain/cli/main.py lists them.
-CLI = (
-    "from gputrain.cli.main import app, main\n"
-    "from gputrain.cli import slurm\n"
-    "if not any(c.name == 'submit' for c in app.registered_commands): slurm.register(app)\n"
-    "main()\n"
-)
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
 
 pytestmark = pytest.mark.integration
@@ -48,7 +41,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def gt(workdir: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> Any:
     full_env = {**os.environ, "GPUTRAIN_HOME": str(workdir / "home"),
                 "GPUTRAIN_CONFIG": str(workdir / "clusters.yaml"), **(env or {})}
-    proc = subprocess.run([sys.executable, "-c", CLI, *args], cwd=workdir, env=full_env,
+    proc = subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=workdir, env=full_env,
                           capture_output=True, text=True, timeout=180)
     if check:
         assert proc.returncode == 0, proc.stderr

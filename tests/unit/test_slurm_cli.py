@@ -11,12 +11,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = (
-    "from gputrain.cli.main import app, main\n"
-    "from gputrain.cli import slurm\n"
-    "if not any(c.name == 'submit' for c in app.registered_commands): slurm.register(app)\n"
-    "main()\n"
-)
 
 
 @pytest.fixture
@@ -25,7 +19,7 @@ def run(tmp_path: Path):  # type: ignore[no-untyped-def]
         env = {**os.environ, "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml")}
         if path is not None:
             env["PATH"] = path
-        return subprocess.run([sys.executable, "-c", CLI, *args], cwd=tmp_path, env=env,
+        return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120)
     return _run
 
