@@ -35,7 +35,8 @@ def _gputrain(tmp: Path, *args: str, timeout: float = 600) -> subprocess.Complet
         pytest.skip("torchrun/bash not available")
     env = {**os.environ, "GPUTRAIN_HOME": str(tmp / "home"), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "gputrain.cli.main", *args],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
     )
 
 
