@@ -11,7 +11,8 @@ from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 torch = pytest.importorskip("torch")
 
 from gputrain.train.grpo.rollout import completion_masks, generate, pick_engine  # noqa: E402
-from gputrain.train.grpo.trainer import _lr_lambda, batch_sizes  # noqa: E402
+from gputrain.train.grpo.trainer import batch_sizes  # noqa: E402
+from gputrain.train.runtime.schedule import lr_factor  # noqa: E402
 
 
 def test_algorithm_forbids_unknown_keys_and_checks_batches() -> None:
@@ -44,10 +45,10 @@ def test_completion_mask_stops_after_first_eos() -> None:
 
 
 def test_lr_schedule_warmup_then_cosine_to_zero() -> None:
-    f = _lr_lambda("cosine", warmup=2, total=10)
+    f = lr_factor("cosine", warmup=2, total=10)
     assert f(0) == pytest.approx(0.5) and f(1) == pytest.approx(1.0)
     assert f(2) == pytest.approx(1.0) and f(10) == pytest.approx(0.0, abs=1e-9)
-    assert _lr_lambda("constant", 0, 10)(7) == 1.0
+    assert lr_factor("constant", 0, 10)(7) == 1.0
 
 
 def test_auto_engine_is_hf_without_gpu_and_vllm_request_fails_cleanly() -> None:

@@ -40,6 +40,7 @@ from gputrain.train.diffusion.sampler import sample
 from gputrain.train.diffusion.schedule import LogLinearSchedule, clip_candidates
 from gputrain.train.runtime import RunContext
 from gputrain.train.runtime.checkpoint import atomic_write_text
+from gputrain.train.runtime.schedule import lr_factor
 
 
 @dataclass
@@ -79,17 +80,6 @@ def parse_algorithm(raw: dict[str, Any]) -> DiffusionAlgorithm:
         raise GputrainError(f"algorithm.{where}: {err['msg']}") from None
 
 
-def lr_lambda(ctx: RunContext, total: int) -> Callable[[int], float]:
-    warm, kind = int(ctx.get("train.warmup_steps", 0)), str(ctx.get("train.lr_schedule", "cosine"))
-
-    def f(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        frac = min(1.0, (step - warm) / max(1, total - warm))
-        return {"constant": 1.0, "linear": 1.0 - frac, "cosine": 0.5 * (1 + math.cos(math.pi * frac))}[kind]
-
-    return f
-
 
 def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]], Task]) -> int:
     algo = parse_algorithm(ctx.get("algorithm", {}))
@@ -120,7 +110,9 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     total = int(ctx.get("train.max_steps") or per_epoch * int(ctx.get("train.epochs", 1)))
     opt = torch.optim.AdamW(model.parameters(), lr=float(ctx.get("train.learning_rate")), betas=(0.9, 0.98),
                             weight_decay=float(ctx.get("train.weight_decay", 0.0)))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(ctx, total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lr_factor(str(ctx.get("train.lr_schedule", "cosine")), int(ctx.get("train.warmup_steps", 0)), total)
+    )
     pos: dict[str, Any] = {"epoch": 0, "batch": 0}
     clip = [algo.clip_beta, algo.clip_omega]
     state: dict[str, Any] = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": ctx.scaler,

@@ -7,7 +7,6 @@ evaluates the best weights on validation and benchmark graphs, writes ``result.j
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from gputrain.train.gnn_coloring.graphs import (
 from gputrain.train.gnn_coloring.model import ColoringGNN, masked_probs, potts_loss
 from gputrain.train.runtime import RunContext
 from gputrain.train.runtime.checkpoint import atomic_torch_save, unwrap
+from gputrain.train.runtime.schedule import lr_factor
 
 BEST_FILE = "best_model.pt"
 
@@ -104,19 +104,6 @@ def report(ctx: RunContext, model: torch.nn.Module, val: list[Graph], algo: dict
     return {"summary": summaries, "benchmarks": decode.as_rows(bench), "benchmarks_skipped": skipped}
 
 
-def lr_lambda(warmup: int, total: int, schedule: str) -> Any:
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        if schedule == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-        if schedule == "linear":
-            return 1.0 - progress
-        return 1.0
-
-    return factor
-
 
 def train(ctx: RunContext) -> int:
     algo = GNNColoringAlgorithm.model_validate(ctx.config.get("algorithm") or {}).model_dump(mode="json")
@@ -149,7 +136,7 @@ def train(ctx: RunContext) -> int:
     if ctx.get("train.max_steps"):
         total = min(total, int(ctx.get("train.max_steps")))
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lr_lambda(int(ctx.get("train.warmup_steps", 0)), total, str(ctx.get("train.lr_schedule", "cosine")))
+        opt, lr_factor(str(ctx.get("train.lr_schedule", "cosine")), int(ctx.get("train.warmup_steps", 0)), total)
     )
     state: dict[str, Any] = {
         "model": model,

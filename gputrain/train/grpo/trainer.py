@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import random
 import time
 from typing import Any
@@ -51,20 +50,7 @@ from gputrain.train.grpo.sharding import (
 from gputrain.train.grpo.state import load_full_state, save_full_state
 from gputrain.train.grpo.task import GRPOTask
 from gputrain.train.runtime import RunContext
-
-
-def _lr_lambda(schedule: str, warmup: int, total: int) -> Any:
-    def factor(update: int) -> float:
-        if warmup and update < warmup:
-            return (update + 1) / warmup
-        frac = min(1.0, (update - warmup) / max(1, total - warmup))
-        if schedule == "cosine":
-            return 0.5 * (1 + math.cos(math.pi * frac))
-        if schedule == "linear":
-            return 1.0 - frac
-        return 1.0
-
-    return factor
+from gputrain.train.runtime.schedule import lr_factor
 
 
 def batch_sizes(algo: GRPOAlgorithm, micro: int, world: int) -> tuple[int, int]:
@@ -172,7 +158,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     total_updates = max_steps * n_mini * algo.num_iterations
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
-        _lr_lambda(
+        lr_factor(
             str(ctx.get("train.lr_schedule", "constant")),
             int(ctx.get("train.warmup_steps", 0)),
             total_updates,
