@@ -291,11 +291,12 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         total_tokens = _global_sum(float(attn.sum()), ctx.device)
         gen_tokens = _global_sum(float(roll.completion_mask.sum()), ctx.device)
         totals = all_scores @ torch.tensor(weights, dtype=torch.float32)
-        rewards_seen.append(float(totals.mean()))
+        totals = totals[~totals.isnan()]  # unscored rows (advantage 0) stay out of the reward statistics
+        rewards_seen.append(float(totals.mean()) if totals.numel() else 0.0)
         values: dict[str, float] = {
             # dapo's micro-batch losses are shares of one update's token mean: sum them per update.
             "loss": sum(losses) / (max(1, len(losses)) if algo.loss_type != "dapo" else len(norms)),
-            "reward_mean": float(totals.mean()),
+            "reward_mean": float(totals.mean()) if totals.numel() else 0.0,
             "reward_std": float(totals.std()) if totals.numel() > 1 else 0.0,
             "kl": sum(kls) / max(1, len(kls)),
             "clip_ratio": sum(clips) / max(1, len(clips)),
@@ -312,8 +313,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "epoch": pos["epoch"] + pos["index"] / max(1, n_rows),
         }
         for k, name in enumerate(task.reward_names):
-            values[f"reward/{name}_mean"] = float(all_scores[:, k].nanmean())
-            values[f"reward/{name}_std"] = float(all_scores[:, k].std())
+            column = all_scores[:, k][~all_scores[:, k].isnan()]
+            values[f"reward/{name}_mean"] = float(column.mean()) if column.numel() else 0.0
+            values[f"reward/{name}_std"] = float(column.std()) if column.numel() > 1 else 0.0
         ctx.metrics.log(step, **values)
         if step % log_every == 0 or step == 1:
             ctx.print0(
