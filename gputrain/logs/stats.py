@@ -7,6 +7,7 @@ A 1 GiB log may hold millions of values; the summary needs first/last/best, a me
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from typing import Any
 
@@ -34,9 +35,9 @@ class MetricStats:
         self.stride = 1
 
     def add(self, step: float, value: float) -> None:
-        if self.count and step <= self.last[0]:
+        if self.count and step < self.last[0]:
             # A resumed run replays the steps after its checkpoint: the curve keeps the newer values.
-            self.series = [point for point in self.series if point[0] < step]
+            del self.series[bisect.bisect_left(self.series, (step, float("-inf"))) :]
         if self.count == 0:
             self.first = (step, value)
         self.last = (step, value)
