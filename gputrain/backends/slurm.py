@@ -16,7 +16,7 @@ import subprocess
 import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
@@ -34,9 +34,6 @@ from gputrain.backends.slurm_parse import (
 from gputrain.errors import ClusterError, GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
 from gputrain.render.render import render_sbatch
-
-if TYPE_CHECKING:
-    pass
 
 _TIMEOUT_S = 90.0
 
