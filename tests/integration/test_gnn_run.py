@@ -19,15 +19,6 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CPU_PROFILE = [
-    "data.train_size=384",
-    "data.val_size=64",
-    "train.epochs=8",
-    "train.learning_rate=0.01",
-    "algorithm.min_nodes=12",
-    "algorithm.max_nodes=40",
-    "algorithm.planted_colors=[3,5]",
-]
 
 
 def _gputrain(tmp: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -41,7 +32,6 @@ def _gputrain(tmp: Path, *args: str, timeout: float = 600) -> subprocess.Complet
 
 
 def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path) -> None:
-    sets = [a for s in CPU_PROFILE for a in ("--set", s)]
     proc = _gputrain(
         tmp_path,
         "run",
@@ -50,7 +40,6 @@ def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path)
         "cpu",
         "--gpus",
         "2",
-        *sets,
         "--logs-dir",
         str(tmp_path / "logs"),
     )

@@ -6,7 +6,7 @@
 2. SIGUSR1 in the middle of a run: checkpoint, ``PREEMPTED``, exit 75; the same command then resumes from
    the checkpoint and finishes with the step count continuing.
 
-``CPU_PROFILE`` holds the values proposed for the recipe's ``cpu`` profile (no-ops once they are in it).
+The runs use the recipe's shipped ``cpu`` profile, so a regression there fails these tests.
 """
 
 from __future__ import annotations
@@ -26,22 +26,6 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CPU_PROFILE = [
-    "model.vocab_size=32",
-    "model.seq_len=64",
-    "train.max_steps=50",
-    "train.learning_rate=0.005",
-    "train.eval_every=25",
-    "train.save_every=25",
-    "algorithm.num_generations=16",
-    "algorithm.max_completion_length=2",
-    "algorithm.beta=0.01",
-    "algorithm.train_batch_size=8",
-    "algorithm.ppo_mini_batch_size=4",
-    "algorithm.num_iterations=2",
-    "algorithm.eval_samples=27",
-    "algorithm.sandbox_workers=2",
-]
 
 
 def _need_tools() -> None:
@@ -64,9 +48,8 @@ def _rewards(job: Path) -> list[float]:
 
 def test_gputrain_run_grpo_code_cpu_reward_rises(tmp_path: Path) -> None:
     _need_tools()
-    sets = [a for s in CPU_PROFILE for a in ("--set", s)]
     recipe = str(REPO / "recipes" / "grpo_code_mbpp.yaml")
-    args = ["run", recipe, "--gpu", "cpu", "--gpus", "2", *sets, "--logs-dir", str(tmp_path / "logs")]
+    args = ["run", recipe, "--gpu", "cpu", "--gpus", "2", "--logs-dir", str(tmp_path / "logs")]
     proc = subprocess.run(
         [sys.executable, "-m", "gputrain.cli.main", *args],
         cwd=tmp_path,
@@ -100,7 +83,7 @@ def test_grpo_code_preempted_then_resumes(tmp_path: Path) -> None:
     _need_tools()
     from gputrain.planner import make_plan
 
-    sets = [*CPU_PROFILE, "train.max_steps=12", "train.save_every=100", "train.eval_every=100"]
+    sets = ["train.max_steps=12", "train.save_every=100", "train.eval_every=100"]
     plan = make_plan(
         REPO / "recipes" / "grpo_code_mbpp.yaml", gpu="cpu", gpus_per_node=2, nodes=1, overrides=sets, target="local"
     ).to_dict()
