@@ -12,8 +12,9 @@ import dataclasses
 import json
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,9 +92,34 @@ def default_path() -> Path:
     return base / "jobs.db"
 
 
-def _row_to_record(row: sqlite3.Row) -> JobRecord:
+INVALID_EXTRA_KEY = "invalid_extra"
+
+
+def _load_extra(raw: str | None, db: Path, job_id: str) -> dict[str, Any]:
+    """Decode a row's ``extra`` column without letting one bad row break ``gputrain jobs`` for every job.
+
+    The column can be damaged by hand edits or a truncated write from an old version. The row is still
+    listed: its extra becomes ``{"invalid_extra": <the raw text>}`` so nothing is lost (an ``update`` merges
+    into it and writes it back as valid JSON), and one warning line names the file and the job.
+    """
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        why = f"not valid JSON ({exc})"
+    else:
+        if isinstance(value, dict):
+            return value
+        why = f"a JSON {type(value).__name__}, not an object"
+    print(f"gputrain: warning: {db}: job {job_id}: the extra column is {why}; shown as {INVALID_EXTRA_KEY}",
+          file=sys.stderr)
+    return {INVALID_EXTRA_KEY: raw}
+
+
+def _row_to_record(row: sqlite3.Row, db: Path) -> JobRecord:
     data = {k: row[k] for k in row.keys()}  # noqa: SIM118 - sqlite3.Row is not a mapping
-    data["extra"] = json.loads(data["extra"] or "{}")
+    data["extra"] = _load_extra(data["extra"], db, data["job_id"])
     return JobRecord(**data)
 
 
@@ -123,7 +149,11 @@ class JobRegistry:
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                # The failed statement may already have ended the transaction (ON CONFLICT ROLLBACK, a full
+                # disk, an I/O error); a second error from ROLLBACK must not replace the one that matters.
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
@@ -167,7 +197,7 @@ class JobRegistry:
             ).fetchone()
             if row is None:
                 raise RegistryError(f"no job {job_id!r} in the registry ({self.path})")
-            rec = _row_to_record(row)
+            rec = _row_to_record(row, self.path)
             if "extra" in fields:
                 fields = {**fields, "extra": {**rec.extra, **(fields["extra"] or {})}}
             rec = dataclasses.replace(rec, **fields, updated_at=_now())
@@ -194,7 +224,7 @@ class JobRegistry:
                         f"SELECT * FROM jobs WHERE {column} = ? ORDER BY id DESC LIMIT 1", (value,)
                     ).fetchone()
                     if row is not None:
-                        return _row_to_record(row)
+                        return _row_to_record(row, self.path)
         return None
 
     def get(self, ref: str) -> JobRecord:
@@ -215,4 +245,4 @@ class JobRegistry:
             sql += " LIMIT ?"
             args.append(int(limit))
         with self._connect(write=False) as conn:
-            return [_row_to_record(r) for r in conn.execute(sql, args).fetchall()]
+            return [_row_to_record(r, self.path) for r in conn.execute(sql, args).fetchall()]

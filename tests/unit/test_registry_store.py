@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gputrain.errors import RegistryError
-from gputrain.registry.store import JobRecord, JobRegistry
+from gputrain.registry.store import INVALID_EXTRA_KEY, JobRecord, JobRegistry
 
 
 def _rec(job_id: str, **kw: object) -> JobRecord:
@@ -108,3 +112,65 @@ def test_parallel_processes_lose_nothing(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+def test_rollback_error_does_not_mask_the_failed_statement(tmp_path: Path) -> None:
+    """``OR ROLLBACK`` ends the transaction itself; the report must be the conflict, not "no transaction"."""
+    reg = JobRegistry(tmp_path / "jobs.db")
+    first = reg.add(_rec("1"))
+    with pytest.raises(RegistryError, match="UNIQUE constraint failed") as info, reg._connect(write=True) as conn:
+        conn.execute("INSERT OR ROLLBACK INTO jobs (id, job_id, backend, state, created_at, updated_at) "
+                     "VALUES (?, 'dup', 'slurm', 'PENDING', 'now', 'now')", (first.id,))
+    assert "cannot rollback" not in str(info.value)
+    assert [r.job_id for r in reg.list()] == ["1"]
+
+
+def test_error_raised_after_the_transaction_ended_is_the_one_reported(tmp_path: Path) -> None:
+    reg = JobRegistry(tmp_path / "jobs.db")
+    with pytest.raises(RuntimeError, match="boom"), reg._connect(write=True) as conn:
+        conn.execute("ROLLBACK")
+        raise RuntimeError("boom")
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml")}
+    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_corrupt_extra_row_still_lists_with_one_warning(tmp_path: Path) -> None:
+    db = tmp_path / "home" / "jobs.db"
+    reg = JobRegistry(db)
+    reg.add(JobRecord(job_id="", backend="local", name="good", extra={"pid": 1}))
+    bad = reg.add(JobRecord(job_id="", backend="local", name="bad"))
+    with sqlite3.connect(db) as conn:  # what a hand edit or a truncated write from an old version leaves
+        conn.execute("UPDATE jobs SET extra = ? WHERE id = ?", ('{"pid": 12', bad.id))
+
+    listing = _cli(tmp_path, "jobs", "--no-refresh")
+    assert listing.returncode == 0, listing.stderr
+    assert "local-1" in listing.stdout and "local-2" in listing.stdout
+    assert "Traceback" not in listing.stderr
+    warnings = [line for line in listing.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and str(db) in warnings[0] and "job local-2" in warnings[0]
+
+    as_json = _cli(tmp_path, "jobs", "--no-refresh", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    extras = {r["job_id"]: r["extra"] for r in json.loads(as_json.stdout)}
+    assert extras == {"local-1": {"pid": 1}, "local-2": {INVALID_EXTRA_KEY: '{"pid": 12'}}
+
+    status = _cli(tmp_path, "status", "local-2")
+    assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
+    assert "PENDING" in status.stdout
+
+    # An update keeps the damaged text and writes the column back as valid JSON.
+    assert reg.update("local-2", extra={"pid": 7}).extra == {INVALID_EXTRA_KEY: '{"pid": 12', "pid": 7}
+    with sqlite3.connect(db) as conn:
+        assert json.loads(conn.execute("SELECT extra FROM jobs WHERE id = ?", (bad.id,)).fetchone()[0])["pid"] == 7
+
+
+def test_extra_that_is_json_but_not_an_object_is_marked(tmp_path: Path) -> None:
+    reg = JobRegistry(tmp_path / "jobs.db")
+    rec = reg.add(_rec("5"))
+    with sqlite3.connect(tmp_path / "jobs.db") as conn:
+        conn.execute("UPDATE jobs SET extra = '[1, 2]' WHERE id = ?", (rec.id,))
+    assert reg.get("5").extra == {INVALID_EXTRA_KEY: "[1, 2]"}
