@@ -50,7 +50,7 @@ def _split_tasks(data: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]
 
 def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 1) -> GRPOTask:
     """The code task of a resolved recipe ``config``: prompts, the sandboxed reward, evaluation."""
-    from gputrain.train.code_reward import build_prompt, score_completions, score_completions_detailed
+    from gputrain.train.code_reward import build_prompt, score_completions_detailed
     from gputrain.train.sandbox import SandboxLimits
 
     algo = GRPOAlgorithm.model_validate(config.get("algorithm") or {})
@@ -63,25 +63,29 @@ def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 
         return [{"prompt": build_prompt(t), "task": t} for t in tasks]
 
     # A program's result on a task does not change during the run: small policies repeat themselves a lot,
-    # so each (completion, task) pair runs in the sandbox once (bounded, oldest dropped first).
+    # so each (completion, task) pair runs in the sandbox once (bounded, oldest dropped first). Only
+    # deterministic results are kept: a timeout can come from an overloaded machine rather than the
+    # program, and caching it as 0 would deny that program its reward for the rest of the run.
     cache: dict[tuple[str, str], float] = {}
 
     def score(completions: list[str], batch: list[Row]) -> list[list[float]]:
         keys = [(c, r["task"]["task_id"]) for c, r in zip(completions, batch, strict=True)]
-        todo = [i for i, k in enumerate(dict.fromkeys(keys)) if k not in cache]
-        unique = list(dict.fromkeys(keys))
-        fresh = score_completions(
-            [unique[i][0] for i in todo],
-            [batch[keys.index(unique[i])]["task"] for i in todo],
+        rewards = {k: cache[k] for k in keys if k in cache}
+        todo = [k for k in dict.fromkeys(keys) if k not in rewards]
+        fresh = score_completions_detailed(
+            [k[0] for k in todo],
+            [batch[keys.index(k)]["task"] for k in todo],
             all_or_nothing=algo.all_or_nothing,
             workers=workers,
             limits=limits,
         )
-        for i, reward in zip(todo, fresh, strict=True):
-            cache[unique[i]] = reward
+        for key, result in zip(todo, fresh, strict=True):
+            rewards[key] = result.reward
+            if not any(o.status == "timed_out" for o in result.outcomes):
+                cache[key] = result.reward
         while len(cache) > CACHE_SIZE:
             cache.pop(next(iter(cache)))
-        return [[cache[k]] for k in keys]
+        return [[rewards[k]] for k in keys]
 
     def evaluate(completions: list[str], batch: list[Row]) -> dict[str, float]:
         details = score_completions_detailed(completions, [r["task"] for r in batch], workers=workers, limits=limits)

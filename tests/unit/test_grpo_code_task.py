@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 pytest.importorskip("torch")
@@ -33,3 +35,18 @@ def test_reward_scores_gold_1_empty_0_and_caches_repeats() -> None:
     result = task.evaluate([gold[0], "x x x"], [rows[0], rows[1]])
     assert result == {"pass_rate": 0.5, "pass_at_1": 0.5}
     assert any("def f(x)" in text for text in task.corpus)
+
+
+def test_timed_out_program_is_not_cached_and_scores_when_run_again() -> None:
+    """A timeout may be the machine's fault (overloaded), not the program's: the same (completion, task)
+    must run again next time instead of keeping 0 for the rest of the training."""
+    task = build_code_task({**CONFIG, "algorithm": {"sandbox_workers": 1, "sandbox_timeout_s": 0.5}})
+    row = task.train_rows[0]
+    gold = row["task"]["reference"][len(row["prompt"]) :]
+    slow_until = time.time() + 2.0  # slow (past the 0.5 s limit) on the first call only, like a busy machine
+    # The prompt ends inside ``return x+``: the continuation sleeps, then gives the right constant.
+    sleep = f"__import__('time').sleep(max(0.0, {slow_until!r} - __import__('time').time()))"
+    completion = f"({sleep} or {gold.strip()})\n"
+    assert task.score([completion], [row]) == [[0.0]]
+    time.sleep(max(0.0, slow_until - time.time()))
+    assert task.score([completion], [row]) == [[1.0]]
