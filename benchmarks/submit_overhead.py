@@ -7,6 +7,10 @@ Both sides are whole processes as a user types them. gputrain's side plans the r
 writes the job folder, runs sinfo (GRES check), sbatch --hold, renames the folder, records the job and
 releases it; raw sbatch submits the rendered job.sbatch. The jobs carry `--begin=now+1hour` (a bench
 cluster profile's sbatch_extra) so nothing runs, and are cancelled at the end. Goal: <= +150 ms per job.
+
+Two gputrain figures: `repeat` submits the same command N times, so after the first every submit replays
+the prepared job (gputrain.cli.submit_cache); `fresh` adds --no-cache, so every submit plans and renders,
+as the first submit of a new command (a new --set value) does.
 """
 
 from __future__ import annotations
@@ -46,12 +50,15 @@ def summary(samples: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--mode", choices=("repeat", "fresh"), default="repeat")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gputrain-bench-"))
     (work / "clusters.yaml").write_text(PROFILE)
     env = {**os.environ, "GPUTRAIN_HOME": str(work / "home"), "GPUTRAIN_CONFIG": str(work / "clusters.yaml")}
     recipe = str(ROOT / "recipes" / "selftest.yaml")
     submit = [sys.executable, "-m", "gputrain.cli.main", "submit", recipe, "--cluster", "bench", "--json"]
+    if args.mode == "fresh":
+        submit.append("--no-cache")
 
     ids: list[str] = []
     gputrain_s: list[float] = []
@@ -72,7 +79,7 @@ def main() -> None:
             subprocess.run(["scancel", *ids[i:i + 100]], check=False)
     g, s = summary(gputrain_s), summary(sbatch_s)
     result = {
-        "jobs": args.jobs, "gputrain_submit": g, "raw_sbatch": s,
+        "jobs": args.jobs, "mode": args.mode, "gputrain_submit": g, "raw_sbatch": s,
         "overhead_median_ms": g["median_ms"] - s["median_ms"], "overhead_mean_ms": g["mean_ms"] - s["mean_ms"],
     }
     print(json.dumps(result, indent=2))

@@ -8,12 +8,13 @@ before its folder exists, and a failure at any step cancels the held job and lea
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 import os
 import shutil
 import subprocess
-import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,6 @@ from gputrain.backends.slurm_parse import (
 )
 from gputrain.errors import ClusterError, GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
-from gputrain.render.render import render_sbatch
 
 _TIMEOUT_S = 90.0
 
@@ -62,6 +62,61 @@ def _one_line(cmd: str, text: str) -> str:
     return f"{cmd} failed: {msg}"
 
 
+STAMP_MARK = "__gputrain_submit_stamp__"
+"""Stands for the submission time in a prepared job's files (shell-safe as it is: letters and underscores)."""
+
+
+@dataclass
+class PreparedJob:
+    """A planned and rendered job, not yet submitted: the job folder's files and the registry's fields.
+
+    Planning is most of a submit's cost (recipe schema, Jinja), and nothing in it depends on the moment
+    of submission except the time stamp, which the files carry as :data:`STAMP_MARK`. Keeping the two
+    apart lets ``gputrain submit`` reuse the prepared job of an identical earlier command
+    (:mod:`gputrain.cli.submit_cache`).
+    """
+
+    recipe: str
+    recipe_path: str
+    gpu: str
+    gpus_per_node: int
+    nodes: int
+    cluster: dict[str, Any]
+    logs_dir: str
+    files: dict[str, str]
+
+    def stamped(self, stamp: str) -> dict[str, str]:
+        return {name: text.replace(STAMP_MARK, stamp) for name, text in self.files.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PreparedJob:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+
+
+def prepare_job(plan: Any, *, logs_dir: Path, debug: bool = False) -> PreparedJob:
+    """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
+    import yaml
+
+    from gputrain.render.render import render_sbatch
+
+    data = plan.to_dict()
+    logs_dir = Path(logs_dir).absolute()
+    data["artifacts"] = {**data.get("artifacts", {}), "job.sbatch": "job.sbatch"}
+    files = {
+        "job.sbatch": render_sbatch(plan, logs_dir=logs_dir, stamp=STAMP_MARK, debug=debug),
+        "plan.json": json.dumps(data, indent=2, sort_keys=True) + "\n",
+        "recipe.resolved.yaml": yaml.safe_dump(data["config"], sort_keys=False),
+    }
+    return PreparedJob(
+        recipe=data["recipe"], recipe_path=data["recipe_path"], gpu=data["gpu"],
+        gpus_per_node=int(data["gpus_per_node"]), nodes=int(data["nodes"]), cluster=data.get("cluster") or {},
+        logs_dir=str(logs_dir), files=files,
+    )
+
+
 class SlurmBackend(Backend):
     name = "slurm"
 
@@ -71,38 +126,33 @@ class SlurmBackend(Backend):
 
     # ---- submit -------------------------------------------------------------------------------------
     def submit(self, plan: Any, *, logs_dir: Path, dry_run: bool = False) -> Submission:
-        import yaml
+        return self.submit_prepared(prepare_job(plan, logs_dir=logs_dir, debug=self.debug), dry_run=dry_run)
 
-        data = plan.to_dict()
-        logs_dir = Path(logs_dir).absolute()
+    def submit_prepared(self, job: PreparedJob, *, dry_run: bool = False) -> Submission:
+        """Write the job folder and sbatch it: held, folder renamed to the job id, recorded, released."""
         stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
-        script = render_sbatch(plan, logs_dir=logs_dir, stamp=stamp, debug=self.debug)
-        data["artifacts"] = {**data.get("artifacts", {}), "job.sbatch": "job.sbatch"}
-        files = {
-            "job.sbatch": script,
-            "plan.json": json.dumps(data, indent=2, sort_keys=True) + "\n",
-            "recipe.resolved.yaml": yaml.safe_dump(data["config"], sort_keys=False),
-        }
-        recipe = data["recipe"]
+        files = job.stamped(stamp)
+        script = files["job.sbatch"]
+        logs_dir = Path(job.logs_dir)
         if dry_run:
-            job_dir = logs_dir / f"{recipe}_job_dryrun_{stamp}"
+            job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}"
             self._write_folder(job_dir, files)
             return Submission(job_id="dry-run", job_dir=job_dir, script=script, dry_run=True)
 
         if shutil.which("sbatch") is None:
             run_slurm(["sbatch"])  # raises the one-line "not found on PATH" error
-        self._check_gres(data)
-        staging = logs_dir / f".staging_{recipe}_{stamp}_{uuid.uuid4().hex[:8]}"
+        self._check_gres(job)
+        staging = logs_dir / f".staging_{job.recipe}_{stamp}_{os.urandom(4).hex()}"
         self._write_folder(staging, files)
         try:
-            job_id = self._sbatch_held(staging / "job.sbatch", data)
+            job_id = self._sbatch_held(staging / "job.sbatch", job)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        job_dir = logs_dir / f"{recipe}_job_{job_id}_{stamp}"
+        job_dir = logs_dir / f"{job.recipe}_job_{job_id}_{stamp}"
         try:
             os.rename(staging, job_dir)
-            self.registry.add(self._record(job_id, job_dir, data))
+            self.registry.add(self._record(job_id, job_dir, job))
         except (OSError, GputrainError) as exc:
             run_slurm(["scancel", job_id])
             shutil.rmtree(staging, ignore_errors=True)
@@ -127,19 +177,19 @@ class SlurmBackend(Backend):
             raise ClusterError(f"cannot write job folder {folder}: {exc.strerror}") from None
 
     @staticmethod
-    def _gres(data: dict[str, Any]) -> str | None:
-        if data["gpu"] == "cpu" or int(data["gpus_per_node"]) <= 0:
+    def _gres(job: PreparedJob) -> str | None:
+        if job.gpu == "cpu" or job.gpus_per_node <= 0:
             return None
-        kind = (data.get("cluster") or {}).get("gres_type")
-        return f"gpu:{kind}:{data['gpus_per_node']}" if kind else f"gpu:{data['gpus_per_node']}"
+        kind = job.cluster.get("gres_type")
+        return f"gpu:{kind}:{job.gpus_per_node}" if kind else f"gpu:{job.gpus_per_node}"
 
-    def _check_gres(self, data: dict[str, Any]) -> None:
+    def _check_gres(self, job: PreparedJob) -> None:
         """A held job asking for GRES no node has is accepted by sbatch (it pends on BadConstraints
         forever), so ask sinfo first. Also the first contact with the controller."""
-        gres = self._gres(data)
+        gres = self._gres(job)
         if gres is None:
             return
-        cluster = data.get("cluster") or {}
+        cluster = job.cluster
         args = ["sinfo", "-h", "-o", "%G"]
         if cluster.get("partition"):
             args += ["-p", str(cluster["partition"])]
@@ -150,28 +200,28 @@ class SlurmBackend(Backend):
             raise ClusterError(explain_sbatch_error(
                 "Invalid partition name specified", partition=cluster["partition"], gres=gres,
                 cluster=cluster.get("name", "?")))
-        if not gres_offered(info.stdout, cluster.get("gres_type"), int(data["gpus_per_node"])):
+        if not gres_offered(info.stdout, cluster.get("gres_type"), job.gpus_per_node):
             raise ClusterError(explain_sbatch_error(
                 "Invalid generic resource (gres) specification", partition=cluster.get("partition"),
                 gres=gres, cluster=cluster.get("name", "?"), gres_ok=False))
 
-    def _sbatch_held(self, script: Path, data: dict[str, Any]) -> str:
+    def _sbatch_held(self, script: Path, job: PreparedJob) -> str:
         proc = run_slurm(["sbatch", "--parsable", "--hold", str(script)])
         if proc.returncode == 0:
             return parse_sbatch_id(proc.stdout)
-        cluster = data.get("cluster") or {}
+        cluster = job.cluster
         raise ClusterError(explain_sbatch_error(
-            proc.stderr or proc.stdout, partition=cluster.get("partition"), gres=self._gres(data),
+            proc.stderr or proc.stdout, partition=cluster.get("partition"), gres=self._gres(job),
             cluster=cluster.get("name", "?"), gres_ok=True,
         ))
 
     @staticmethod
-    def _record(job_id: str, job_dir: Path, data: dict[str, Any]) -> JobRecord:
-        cluster = data.get("cluster") or {}
+    def _record(job_id: str, job_dir: Path, job: PreparedJob) -> JobRecord:
+        cluster = job.cluster
         return JobRecord(
             job_id=job_id, backend="slurm", name=job_dir.name, cluster=cluster.get("name"),
-            recipe=data["recipe"], recipe_path=data["recipe_path"], job_dir=str(job_dir), state="PENDING",
-            gpu=data["gpu"], gpus_per_node=data["gpus_per_node"], nodes=data["nodes"],
+            recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state="PENDING",
+            gpu=job.gpu, gpus_per_node=job.gpus_per_node, nodes=job.nodes,
             extra={"partition": cluster.get("partition"), "user": getpass.getuser()},
         )
 

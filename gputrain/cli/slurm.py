@@ -45,12 +45,21 @@ def submit(
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG")] = False,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="plan again even if this exact command was submitted before with the same inputs")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Plan a recipe for a Slurm cluster, write its job folder and sbatch it (recorded in `gputrain jobs`)."""
-    from gputrain.backends.slurm import SlurmBackend
+    """Plan a recipe for a Slurm cluster, write its job folder and sbatch it (recorded in `gputrain jobs`).
+
+    An identical earlier command whose recipe, profiles and gputrain are unchanged is replayed without
+    planning again (see gputrain.cli.submit_cache; --no-cache turns that off).
+    """
+    from gputrain.backends.slurm import SlurmBackend, prepare_job
+    from gputrain.cli import submit_cache
     from gputrain.cli.core import resolve_recipe_path
+    from gputrain.hardware.clusters import config_path
     from gputrain.planner import make_plan
+    from gputrain.recipe.loader import extends_chain
 
     cluster = cluster or os.environ.get("GPUTRAIN_CLUSTER")
     if not cluster:
@@ -58,20 +67,20 @@ def submit(
 
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
-    plan = make_plan(resolve_recipe_path(recipe), gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
+    recipe_path = resolve_recipe_path(recipe)
+    plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                      overrides=set_ or [], preset=preset, target="slurm")
-    result = SlurmBackend(debug=debug).submit(plan, logs_dir=logs_dir, dry_run=dry_run)
-    if json_:
-        print(json.dumps({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": dry_run}))
-        return
-    for warning in plan.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    shape = f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}"
-    if dry_run:
-        print(f"dry run: wrote {result.job_dir}/job.sbatch ({shape} on {cluster}); submit it with sbatch")
-    else:
-        print(f"submitted job {result.job_id} ({plan.recipe.name}, {shape} on {cluster})")
-        print(f"job folder: {result.job_dir}")
+    job = prepare_job(plan, logs_dir=logs_dir, debug=debug)
+    view = {"json": json_, "dry_run": dry_run, "debug": debug, "warnings": list(plan.warnings),
+            "recipe": plan.recipe.name, "cluster": cluster,
+            "shape": f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}"}
+    argv = sys.argv[2:]
+    detected = not gpu and not (plan.cluster or {}).get("gpu")  # the local GPU may change: do not store
+    if not detected and sys.argv[1:2] == ["submit"] and submit_cache.enabled(argv):
+        inputs = [Path(recipe), *extends_chain(recipe_path), config_path()]
+        submit_cache.store(argv, job, inputs, view)
+    result = SlurmBackend(debug=debug).submit_prepared(job, dry_run=dry_run)
+    submit_cache.print_submission(view, result)
 
 
 def _refresh(records: list[JobRecord]) -> list[JobRecord]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gputrain.backends.slurm import render_sbatch
 from gputrain.planner import make_plan
+from gputrain.render.render import render_sbatch
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "data" / "slurm" / "golden_supercloud_2nodes.sbatch"
