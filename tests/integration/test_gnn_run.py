@@ -150,3 +150,66 @@ def test_detached_run_can_be_cancelled_and_leaves_a_checkpoint(tmp_path: Path) -
     assert preempted["signal"] == "SIGTERM"
     assert (job_dir / "checkpoints" / f"step_{preempted['step']:08d}" / "meta.json").is_file()
     assert json.loads((job_dir / "summary.json").read_text())["final"]
+
+
+def _curves(job_dir: Path) -> dict[str, dict[int, float]]:
+    """step → value for the training loss and the validation loss (a resumed run's record wins)."""
+    curves: dict[str, dict[int, float]] = {"loss": {}, "val_loss": {}}
+    for line in (job_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for key, curve in curves.items():
+            if key in record:
+                curve[record["step"]] = record[key]
+    return curves
+
+
+def _torchrun_job(job_dir: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=2",
+           "-m", "gputrain.train.gnn_coloring", "--plan", str(job_dir / "plan.json"), "--job-dir", str(job_dir)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(cmd, cwd=job_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_preempted_and_resumed_run_equals_the_uninterrupted_one(tmp_path: Path) -> None:
+    """Stop mid-epoch with SIGUSR1 on one rank, resume from the checkpoint: every training and validation
+    loss equals the uninterrupted run's bit for bit (dropout on, so the RNG state must come back too)."""
+    import signal
+    import time
+
+    small = ["data.train_size=256", "data.val_size=16", "train.epochs=3", "train.batch_size=4",
+             "train.log_every=1", "algorithm.dropout=0.1", "algorithm.onnx_export=false",
+             "algorithm.benchmarks=[myciel3]", "algorithm.eval_graphs=2"]
+    proc = _gputrain(tmp_path, "run", str(REPO / "recipes" / "gnn_coloring.yaml"), "--gpu", "cpu", "--gpus", "2",
+                     "--logs-dir", str(tmp_path / "logs"), *[a for s in small for a in ("--set", s)])
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    (reference,) = (tmp_path / "logs").iterdir()
+    expected = _curves(reference)
+    total = max(expected["loss"])
+    assert total == 3 * 256 // (2 * 4) and len(expected["val_loss"]) == 3
+
+    job = tmp_path / "resumed"
+    job.mkdir()
+    shutil.copy(reference / "plan.json", job / "plan.json")  # the same resolved plan, launched by hand
+    run = _torchrun_job(job)
+    metrics, deadline = job / "metrics.jsonl", time.monotonic() + 120
+    while not metrics.exists() or len(metrics.read_text().splitlines()) < 3:
+        assert run.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 3"
+        time.sleep(0.02)
+    workers = [int(p) for task in Path(f"/proc/{run.pid}/task").iterdir()
+               for p in (task / "children").read_text().split()]
+    assert len(workers) == 2
+    os.kill(workers[1], signal.SIGUSR1)  # only rank 1 is told
+    out, _ = run.communicate(timeout=120)
+    assert (job / "PREEMPTED").is_file(), "the run finished before the signal landed:\n" + out[-3000:]
+    stopped = json.loads((job / "PREEMPTED").read_text())["step"]
+    assert 3 <= stopped < total
+
+    (job / "PREEMPTED").unlink()
+    run = _torchrun_job(job)
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out[-4000:]
+    assert f"resumed from step {stopped}" in out
+    assert _curves(job) == expected  # bit for bit: same floats in the JSON lines
+    got, want = (json.loads((d / "result.json").read_text()) for d in (job, reference))
+    assert (got["best_val_loss"], got["best_step"], got["summary"]) == (
+        want["best_val_loss"], want["best_step"], want["summary"])
