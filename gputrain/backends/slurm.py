@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,7 @@ class PreparedJob:
     cluster: dict[str, Any]
     logs_dir: str
     files: dict[str, str]
+    sweep: list[str] = field(default_factory=list)  # this job's point of a --sweep grid, as --set texts
 
     def stamped(self, stamp: str) -> dict[str, str]:
         return {name: text.replace(STAMP_MARK, stamp) for name, text in self.files.items()}
@@ -93,10 +94,10 @@ class PreparedJob:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PreparedJob:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
-def prepare_job(plan: Any, *, logs_dir: Path, debug: bool = False) -> PreparedJob:
+def prepare_job(plan: Any, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None) -> PreparedJob:
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
 
@@ -113,7 +114,7 @@ def prepare_job(plan: Any, *, logs_dir: Path, debug: bool = False) -> PreparedJo
     return PreparedJob(
         recipe=data["recipe"], recipe_path=data["recipe_path"], gpu=data["gpu"],
         gpus_per_node=int(data["gpus_per_node"]), nodes=int(data["nodes"]), cluster=data.get("cluster") or {},
-        logs_dir=str(logs_dir), files=files,
+        logs_dir=str(logs_dir), files=files, sweep=list(sweep or []),
     )
 
 
@@ -123,6 +124,7 @@ class SlurmBackend(Backend):
     def __init__(self, registry: JobRegistry | None = None, *, debug: bool = False) -> None:
         self.registry = registry or JobRegistry()
         self.debug = debug
+        self._gres_ok: set[tuple[str | None, str]] = set()  # (partition, gres) sinfo confirmed: a sweep asks once
 
     # ---- submit -------------------------------------------------------------------------------------
     def submit(self, plan: Any, *, logs_dir: Path, dry_run: bool = False) -> Submission:
@@ -136,6 +138,10 @@ class SlurmBackend(Backend):
         logs_dir = Path(job.logs_dir)
         if dry_run:
             job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}"
+            for n in range(2, 10_000):  # several dry runs in one second (a sweep): never overwrite one
+                if not job_dir.exists():
+                    break
+                job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}-{n}"
             self._write_folder(job_dir, files)
             return Submission(job_id="dry-run", job_dir=job_dir, script=script, dry_run=True)
 
@@ -187,9 +193,9 @@ class SlurmBackend(Backend):
         """A held job asking for GRES no node has is accepted by sbatch (it pends on BadConstraints
         forever), so ask sinfo first. Also the first contact with the controller."""
         gres = self._gres(job)
-        if gres is None:
-            return
         cluster = job.cluster
+        if gres is None or (cluster.get("partition"), gres) in self._gres_ok:
+            return
         args = ["sinfo", "-h", "-o", "%G"]
         if cluster.get("partition"):
             args += ["-p", str(cluster["partition"])]
@@ -204,6 +210,7 @@ class SlurmBackend(Backend):
             raise ClusterError(explain_sbatch_error(
                 "Invalid generic resource (gres) specification", partition=cluster.get("partition"),
                 gres=gres, cluster=cluster.get("name", "?"), gres_ok=False))
+        self._gres_ok.add((cluster.get("partition"), gres))
 
     def _sbatch_held(self, script: Path, job: PreparedJob) -> str:
         proc = run_slurm(["sbatch", "--parsable", "--hold", str(script)])
@@ -222,7 +229,8 @@ class SlurmBackend(Backend):
             job_id=job_id, backend="slurm", name=job_dir.name, cluster=cluster.get("name"),
             recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state="PENDING",
             gpu=job.gpu, gpus_per_node=job.gpus_per_node, nodes=job.nodes,
-            extra={"partition": cluster.get("partition"), "user": getpass.getuser()},
+            extra={"partition": cluster.get("partition"), "user": getpass.getuser(),
+                   **({"sweep": job.sweep} if job.sweep else {})},
         )
 
     # ---- status / cancel ----------------------------------------------------------------------------

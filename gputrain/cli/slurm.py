@@ -41,6 +41,8 @@ def submit(
     gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs per node", min=1)] = None,
     nodes: Annotated[int | None, typer.Option("--nodes", help="number of nodes", min=1)] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: a.b=value")] = None,
+    sweep: Annotated[list[str] | None, typer.Option(
+        "--sweep", help="one job per value: a.b=v1,v2,... (repeat the option for a grid)")] = None,
     preset: Annotated[str | None, typer.Option("--preset", help="named preset of the GPU profile")] = None,
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
@@ -51,15 +53,16 @@ def submit(
 ) -> None:
     """Plan a recipe for a Slurm cluster, write its job folder and sbatch it (recorded in `gputrain jobs`).
 
+    --sweep submits one job per value (a grid when repeated); every job is planned before any is submitted.
     An identical earlier command whose recipe, profiles and gputrain are unchanged is replayed without
     planning again (see gputrain.cli.submit_cache; --no-cache turns that off).
     """
-    from gputrain.backends.slurm import SlurmBackend, prepare_job
+    from gputrain.backends.slurm import prepare_job
     from gputrain.cli import submit_cache
     from gputrain.cli.core import resolve_recipe_path
     from gputrain.hardware.clusters import config_path
     from gputrain.planner import make_plan
-    from gputrain.recipe.loader import extends_chain
+    from gputrain.recipe.loader import expand_sweeps, extends_chain
 
     cluster = cluster or os.environ.get("GPUTRAIN_CLUSTER")
     if not cluster:
@@ -68,19 +71,21 @@ def submit(
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
     recipe_path = resolve_recipe_path(recipe)
-    plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
-                     overrides=set_ or [], preset=preset, target="slurm")
-    job = prepare_job(plan, logs_dir=logs_dir, debug=debug)
-    view = {"json": json_, "dry_run": dry_run, "debug": debug, "warnings": list(plan.warnings),
-            "recipe": plan.recipe.name, "cluster": cluster,
-            "shape": f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}"}
+    jobs = []
+    detected = False
+    for point in expand_sweeps(sweep or []):
+        plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
+                         overrides=[*(set_ or []), *point], preset=preset, target="slurm")
+        detected = detected or (not gpu and not (plan.cluster or {}).get("gpu"))
+        view = {"json": json_, "dry_run": dry_run, "debug": debug, "warnings": list(plan.warnings),
+                "recipe": plan.recipe.name, "cluster": cluster, "sweep": bool(sweep), "point": point,
+                "shape": f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}"}
+        jobs.append((prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point), view))
     argv = sys.argv[2:]
-    detected = not gpu and not (plan.cluster or {}).get("gpu")  # the local GPU may change: do not store
+    # a plan of the local GPU may change with the machine: only plans from named GPUs are kept
     if not detected and sys.argv[1:2] == ["submit"] and submit_cache.enabled(argv):
-        inputs = [Path(recipe), *extends_chain(recipe_path), config_path()]
-        submit_cache.store(argv, job, inputs, view)
-    result = SlurmBackend(debug=debug).submit_prepared(job, dry_run=dry_run)
-    submit_cache.print_submission(view, result)
+        submit_cache.store(argv, jobs, [Path(recipe), *extends_chain(recipe_path), config_path()])
+    submit_cache.submit_all(jobs)
 
 
 def _refresh(records: list[JobRecord]) -> list[JobRecord]:

@@ -1,6 +1,6 @@
 """Reuse of prepared Slurm jobs: an identical ``gputrain submit`` command skips planning and rendering.
 
-Why: a submit is mostly start-up. Typer, the recipe schema (pydantic) and Jinja cost several times what
+Why: a single submit is mostly start-up. Typer, the recipe schema (pydantic) and Jinja cost several times what
 ``sbatch`` itself does, and people resubmit the same command often (a queue of runs of one recipe, a run
 that crashed on a node). So the first submit of a command stores its :class:`PreparedJob` (the rendered
 job folder with the submission time left blank), and a later identical command replays it, importing only
@@ -32,7 +32,7 @@ from typing import Any
 
 from gputrain.atomic import write_atomic
 
-VERSION = 1
+VERSION = 2
 KEEP = 256  # entries kept; the oldest go first
 _ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
 
@@ -85,14 +85,13 @@ def _walk(folder: str, rows: list[str]) -> None:
                 rows.append(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}")
 
 
-def store(argv: Sequence[str], job: Any, inputs: Sequence[Path], view: dict[str, Any]) -> None:
-    """Keep ``job`` (a PreparedJob) for replays of ``argv``; failures to write are ignored (it is a cache)."""
+def store(argv: Sequence[str], jobs: Sequence[tuple[Any, dict[str, Any]]], inputs: Sequence[Path]) -> None:
+    """Keep ``jobs`` ((PreparedJob, view) pairs) for replays of ``argv``; a failed write is ignored."""
     entry = {
         "version": VERSION,
         "package": package_fingerprint(),
         "inputs": {str(p.absolute()): file_fingerprint(p) for p in inputs},
-        "job": job.to_dict(),
-        "view": view,
+        "jobs": [{"job": job.to_dict(), "view": view} for job, view in jobs],
     }
     path = entry_path(argv)
     try:
@@ -132,28 +131,51 @@ def submit_from_cache(argv: Sequence[str]) -> bool:
     entry = lookup(argv)
     if entry is None:
         return False
-    from gputrain.backends.slurm import PreparedJob, SlurmBackend
+    from gputrain.backends.slurm import PreparedJob
 
     try:
-        job = PreparedJob.from_dict(entry["job"])
-        view = dict(entry["view"])
+        jobs = [(PreparedJob.from_dict(item["job"]), dict(item["view"])) for item in entry["jobs"]]
     except (KeyError, TypeError):
         return False
-    result = SlurmBackend(debug=bool(view.get("debug"))).submit_prepared(job, dry_run=bool(view.get("dry_run")))
-    print_submission(view, result)
+    submit_all(jobs)
     return True
 
 
-def print_submission(view: dict[str, Any], result: Any) -> None:
-    """What ``gputrain submit`` prints, from the planned job's view and the submission (both paths)."""
-    dry_run = bool(view.get("dry_run"))
-    if view.get("json"):
-        print(json.dumps({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": dry_run}))
+def submit_all(jobs: Sequence[tuple[Any, dict[str, Any]]]) -> None:
+    """Submit prepared jobs in order and print what ``gputrain submit`` prints (both paths use this)."""
+    from gputrain.backends.slurm import SlurmBackend
+    from gputrain.errors import ClusterError, GputrainError
+
+    if not jobs:
         return
-    for warning in view.get("warnings", []):
-        print(f"warning: {warning}", file=sys.stderr)
-    where = f"{view['shape']} on {view['cluster']}"
-    if dry_run:
+    first = jobs[0][1]
+    backend = SlurmBackend(debug=bool(first.get("debug")))
+    done: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for job, view in jobs:
+        try:
+            result = backend.submit_prepared(job, dry_run=bool(view.get("dry_run")))
+        except GputrainError as exc:
+            if not done:
+                raise
+            raise ClusterError(f"{exc.message} (after {len(done)} of {len(jobs)} jobs were submitted: "
+                               f"{', '.join(done)})", exit_code=exc.exit_code) from None
+        done.append(result.job_id)
+        rows.append({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": bool(view.get("dry_run")),
+                     **({"sweep": job.sweep} if job.sweep else {})})
+        if not first.get("json"):
+            _print_text(view, result, with_warnings=len(rows) == 1)
+    if first.get("json"):
+        print(json.dumps(rows if first.get("sweep") else rows[0]))
+
+
+def _print_text(view: dict[str, Any], result: Any, *, with_warnings: bool) -> None:
+    if with_warnings:
+        for warning in view.get("warnings", []):
+            print(f"warning: {warning}", file=sys.stderr)
+    point = f", {' '.join(view['point'])}" if view.get("point") else ""
+    where = f"{view['shape']} on {view['cluster']}{point}"
+    if view.get("dry_run"):
         print(f"dry run: wrote {result.job_dir}/job.sbatch ({where}); submit it with sbatch")
     else:
         print(f"submitted job {result.job_id} ({view['recipe']}, {where})")

@@ -178,6 +178,26 @@ def apply_overrides(source: RecipeSource, overrides: Iterable[str]) -> RecipeSou
     return RecipeSource(source.path, data, marks)
 
 
+MAX_SWEEP_JOBS = 1000
+
+
+def expand_sweeps(specs: Iterable[str]) -> list[list[str]]:
+    """``--sweep a.b=1,2 --sweep c=x,y`` → the grid of ``--set`` lists, one per job (first key slowest).
+
+    Each value is read exactly as ``--set`` reads it, so a value cannot itself contain a comma.
+    """
+    grid: list[list[str]] = [[]]
+    for text in specs:
+        dotted, sep, raw = text.partition("=")
+        values = [v.strip() for v in raw.split(",")]
+        if not sep or not dotted.strip() or any(not v for v in values):
+            raise RecipeError(f"--sweep {text!r}: expected a.b.c=value1,value2,...")
+        grid = [[*point, f"{dotted.strip()}={v}"] for point in grid for v in values]
+        if len(grid) > MAX_SWEEP_JOBS:
+            raise RecipeError(f"--sweep: {len(grid)} jobs or more; at most {MAX_SWEEP_JOBS} in one submit")
+    return grid
+
+
 def _nest(key: Key, value: Any) -> dict[str, Any]:
     for part in reversed(key):
         value = {part: value}

@@ -111,6 +111,16 @@ def test_replayed_submit_runs_like_the_planned_one(batch: dict[str, tuple[str, P
     assert recorded[job_id]["job_dir"] == str(job_dir) and recorded[job_id]["cluster"] == "testbed"
 
 
+def test_sweep_submits_one_recorded_job_per_value(testbed: None, workdir: Path) -> None:
+    out = gt(workdir, "submit", str(RECIPE), "--cluster", "testbed", "--gpu", "cpu", "--gpus", "1", "--json",
+             "--sweep", "algorithm.fail=false,true")
+    rows = json.loads(out.stdout)
+    assert [r["sweep"] for r in rows] == [["algorithm.fail=false"], ["algorithm.fail=true"]]
+    assert [wait_for(workdir, r["job_id"], FINAL)["state"] for r in rows] == ["COMPLETED", "FAILED"]
+    recorded = {r["job_id"]: r for r in json.loads(gt(workdir, "jobs", "--json", "--no-refresh").stdout)}
+    assert [recorded[r["job_id"]]["extra"]["sweep"] for r in rows] == [r["sweep"] for r in rows]
+
+
 def test_two_nodes_rendezvous_and_all_reduce(batch: dict[str, tuple[str, Path]], workdir: Path) -> None:
     job_id, job_dir = batch["multi"]
     info = wait_for(workdir, job_id, FINAL)

@@ -62,14 +62,14 @@ def test_identical_command_is_replayed_with_identical_files(lab: Path) -> None:
     assert not replayed
     planned = {name: (first / name).read_text() for name in ("plan.json", "recipe.resolved.yaml")}
     script = unstamped(first)
-    replayed, second, _ = submit(lab, "mine.yaml")  # (a dry run in the same second reuses the folder name)
+    replayed, second, _ = submit(lab, "mine.yaml")
     assert replayed
     assert unstamped(second) == script
     assert {name: (second / name).read_text() for name in planned} == planned
     # the stamp is filled in, and names the replay's own folder
     script = (second / "job.sbatch").read_text()
     assert "__gputrain_submit_stamp__" not in script
-    stamp = second.name.rsplit("_job_dryrun_", 1)[1]
+    stamp = second.name.rsplit("_job_dryrun_", 1)[1].split("-")[0]
     assert f"_{stamp}" in script
 
 
@@ -175,3 +175,38 @@ def test_entries_are_pruned_oldest_first(tmp_path: Path, monkeypatch: pytest.Mon
         os.utime(entry, ns=(i * 10**9, i * 10**9))
     submit_cache._prune(tmp_path)
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["2.json", "3.json", "4.json"]
+
+
+def run_cli(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPUTRAIN_HOME": str(lab / "home"), "GPUTRAIN_CONFIG": str(lab / "clusters.yaml")}
+    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=lab, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_sweep_plans_one_job_per_point_and_replays_them(lab: Path) -> None:
+    args = ("submit", "mine.yaml", "--cluster", "lab", "--dry-run", "--json",
+            "--sweep", "train.max_steps=7,9", "--sweep", "train.seed=1,2")
+    first = run_cli(lab, *args)
+    assert first.returncode == 0, first.stderr
+    rows = json.loads(first.stdout)
+    assert [r["sweep"] for r in rows] == [["train.max_steps=7", "train.seed=1"], ["train.max_steps=7", "train.seed=2"],
+                                          ["train.max_steps=9", "train.seed=1"], ["train.max_steps=9", "train.seed=2"]]
+    assert len({r["job_dir"] for r in rows}) == 4  # same second, four folders
+    for row in rows:
+        config = json.loads((Path(row["job_dir"]) / "plan.json").read_text())["config"]
+        train = config["train"]
+        assert [f"train.max_steps={train['max_steps']}", f"train.seed={train['seed']}"] == row["sweep"]
+    again = run_cli(lab, *args)
+    assert [r["sweep"] for r in json.loads(again.stdout)] == [r["sweep"] for r in rows]
+    text = run_cli(lab, *args[:5], "--sweep", "train.seed=3,4")
+    assert text.stdout.count("dry run: wrote") == 2 and "train.seed=4" in text.stdout
+
+
+@pytest.mark.parametrize(("spec", "message"), [("train.seed", "expected a.b.c=value1,value2"),
+                                                ("train.seed=1,,2", "expected a.b.c=value1,value2"),
+                                                ("train.max_steps=5,-3", "train.max_steps")])
+def test_bad_sweep_is_one_line_and_writes_nothing(lab: Path, spec: str, message: str) -> None:
+    out = run_cli(lab, "submit", "mine.yaml", "--cluster", "lab", "--dry-run", "--sweep", spec)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().startswith("error:") and message in out.stderr, out.stderr
+    assert not (lab / "logs").exists()  # the valid first point was not written either
