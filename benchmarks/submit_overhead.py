@@ -8,9 +8,14 @@ writes the job folder, runs sinfo (GRES check), sbatch --hold, renames the folde
 releases it; raw sbatch submits the rendered job.sbatch. The jobs carry `--begin=now+1hour` (a bench
 cluster profile's sbatch_extra) so nothing runs, and are cancelled at the end. Goal: <= +150 ms per job.
 
-Two gputrain figures: `repeat` submits the same command N times, so after the first every submit replays
-the prepared job (gputrain.cli.submit_cache); `fresh` adds --no-cache, so every submit plans and renders,
-as the first submit of a new command (a new --set value) does.
+Three ways to submit N jobs:
+- `fresh`: N commands with --no-cache, so every submit plans and renders, as the first submit of a new
+  command (a new --set value) does;
+- `repeat`: the same command N times; after the first, every submit replays the prepared job
+  (gputrain.cli.submit_cache);
+- `sweep`: one command, `--sweep train.seed=0,1,...,N-1`, against N raw sbatch calls; the figure is the
+  whole gputrain process divided by N.
+gputrain runs as users run it: the `gputrain` script installed beside this Python, else `python -m`.
 """
 
 from __future__ import annotations
@@ -50,15 +55,19 @@ def summary(samples: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=50)
-    parser.add_argument("--mode", choices=("repeat", "fresh"), default="repeat")
+    parser.add_argument("--mode", choices=("repeat", "fresh", "sweep"), default="repeat")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gputrain-bench-"))
     (work / "clusters.yaml").write_text(PROFILE)
     env = {**os.environ, "GPUTRAIN_HOME": str(work / "home"), "GPUTRAIN_CONFIG": str(work / "clusters.yaml")}
     recipe = str(ROOT / "recipes" / "selftest.yaml")
-    submit = [sys.executable, "-m", "gputrain.cli.main", "submit", recipe, "--cluster", "bench", "--json"]
+    script_path = Path(sys.executable).with_name("gputrain")
+    cli = [str(script_path)] if script_path.is_file() else [sys.executable, "-m", "gputrain.cli.main"]
+    submit = [*cli, "submit", recipe, "--cluster", "bench", "--json"]
     if args.mode == "fresh":
         submit.append("--no-cache")
+    if args.mode == "sweep":
+        return sweep(submit, args.jobs, env, work)
 
     ids: list[str] = []
     gputrain_s: list[float] = []
@@ -83,6 +92,27 @@ def main() -> None:
         "overhead_median_ms": g["median_ms"] - s["median_ms"], "overhead_mean_ms": g["mean_ms"] - s["mean_ms"],
     }
     print(json.dumps(result, indent=2))
+
+
+def sweep(submit: list[str], jobs: int, env: dict[str, str], work: Path) -> None:
+    ids: list[str] = []
+    sbatch_s: list[float] = []
+    try:
+        seconds, out = timed([*submit, "--sweep", "train.seed=" + ",".join(map(str, range(jobs)))], env, work)
+        rows = json.loads(out)
+        ids += [r["job_id"] for r in rows]
+        script = Path(rows[0]["job_dir"]) / "job.sbatch"
+        for _ in range(jobs):
+            took, out = timed(["sbatch", "--parsable", str(script)], env, work)
+            sbatch_s.append(took)
+            ids.append(out.strip().split(";")[0])
+    finally:
+        for i in range(0, len(ids), 100):
+            subprocess.run(["scancel", *ids[i:i + 100]], check=False)
+    per_job, s = seconds / jobs * 1e3, summary(sbatch_s)
+    print(json.dumps({"jobs": jobs, "mode": "sweep", "gputrain_total_ms": seconds * 1e3,
+                      "gputrain_per_job_ms": per_job, "raw_sbatch": s,
+                      "overhead_per_job_ms": per_job - s["mean_ms"]}, indent=2))
 
 
 if __name__ == "__main__":
