@@ -31,7 +31,13 @@ class GRPOAlgorithm(BaseModel):
     max_prompt_length: int = Field(default=512, gt=0, description="prompts cut to this many tokens")
     max_completion_length: int = Field(default=256, gt=0, description="new tokens per completion")
     rollout_engine: Literal["auto", "hf", "vllm"] = Field(
-        default="auto", description="auto and hf: HF generate (vLLM not wired in yet; vllm is refused)"
+        default="auto",
+        description="auto: colocated vLLM when installed, on CUDA, with memory.vllm_gpu_memory_utilization "
+        "set, else HF generate; hf: HF generate; vllm: vLLM or a clear error",
+    )
+    vllm_sleep_mode: bool = Field(
+        default=False,
+        description="vLLM sleep (level 2) while training, freeing its memory; where the vLLM version has it",
     )
 
     # Batches (see module docstring)

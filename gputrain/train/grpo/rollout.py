@@ -1,15 +1,17 @@
 """Rollouts: G sampled completions per prompt, as token tensors with the masks the loss needs.
 
-Engine: HF ``generate`` (works under DDP and FSDP2, see ``sharding.unsharded_for_generation``). A vLLM
-engine is not wired in yet: ``rollout_engine: auto`` therefore means HF everywhere (and says so in the
-log when vLLM is installed on a GPU), and ``rollout_engine: vllm`` is refused with a one-line error
-instead of silently running HF. vLLM is never imported here.
+Two engines fill the same :class:`Rollout`: HF ``generate`` here (works under DDP and FSDP2, see
+``sharding.unsharded_for_generation``), and a colocated vLLM engine in ``gputrain.train.grpo.vllm_engine``
+whose token lists go through :func:`rollout_from_token_ids`, so both give the same padding and mask semantics
+(left-padded prompts, right-padded completions, mask up to and including the first EOS, ``truncated`` when
+no EOS came). :func:`pick_engine` chooses; vLLM is never imported here (CPU machines never have it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,19 +19,49 @@ import torch
 
 from gputrain.train.grpo.sharding import unsharded_for_generation, unwrap
 
+_NO_VLLM_HINT = "or set algorithm.rollout_engine: hf"
 
-def pick_engine(requested: str, device: torch.device) -> tuple[str, str]:
-    """(engine, note): always ``hf`` for now; ``vllm`` is refused (see the module docstring)."""
+
+def pick_engine(
+    requested: str,
+    device: torch.device,
+    memory_share: float | None = None,
+    *,
+    vllm_installed: bool | None = None,
+) -> tuple[str, str]:
+    """(engine, note for the log): ``hf`` or ``vllm``.
+
+    ``auto`` takes vLLM only when it can work and the plan made room for it: vLLM importable, a CUDA device,
+    and ``memory.vllm_gpu_memory_utilization`` set (null means the planner reserved no GPU memory for vLLM,
+    so colocating it would break the plan's memory estimate). ``vllm`` asked explicitly and impossible is a
+    one-line error, never a silent fall back to HF. ``vllm_installed`` defaults to a ``find_spec`` check.
+    """
     from gputrain.errors import GputrainError
 
+    has_vllm = importlib.util.find_spec("vllm") is not None if vllm_installed is None else vllm_installed
+    on_cuda = device.type == "cuda"
+    if requested == "hf":
+        return "hf", "HF generate (rollout_engine: hf)"
     if requested == "vllm":
-        raise GputrainError(
-            "algorithm.rollout_engine=vllm: vLLM rollouts are not wired into this build; use hf or auto"
-        )
-    has_vllm = importlib.util.find_spec("vllm") is not None
-    if requested == "auto" and has_vllm and device.type == "cuda":
-        return "hf", "vLLM is installed but not wired in yet: rolling out with HF generate"
-    return "hf", "HF generate"
+        reasons = []
+        if not has_vllm:
+            reasons.append("vLLM is not installed (pip install 'gputrain[gpu]')")
+        if not on_cuda:
+            reasons.append(f"vLLM needs a CUDA GPU and this rank runs on {device.type}")
+        if memory_share is None:
+            reasons.append(
+                "memory.vllm_gpu_memory_utilization is null (e.g. --set memory.vllm_gpu_memory_utilization=0.3)"
+            )
+        if reasons:
+            raise GputrainError(f"algorithm.rollout_engine=vllm: {'; '.join(reasons)}; {_NO_VLLM_HINT}")
+        return "vllm", f"vLLM colocated on each rank, gpu_memory_utilization={memory_share}"
+    if not on_cuda:
+        return "hf", f"HF generate (auto: no CUDA device, running on {device.type})"
+    if not has_vllm:
+        return "hf", "HF generate (auto: vLLM not installed; pip install 'gputrain[gpu]' for vLLM rollouts)"
+    if memory_share is None:
+        return "hf", "HF generate (auto: memory.vllm_gpu_memory_utilization is null, the plan reserves no vLLM memory)"
+    return "vllm", f"vLLM colocated on each rank (auto), gpu_memory_utilization={memory_share}"
 
 
 @dataclass
@@ -68,6 +100,51 @@ def completion_masks(completion_ids: torch.Tensor, eos_id: int) -> tuple[torch.T
     )
     pos = torch.arange(completion_ids.size(1), device=completion_ids.device).expand_as(completion_ids)
     return (pos <= first.unsqueeze(1)).long(), ~has_eos
+
+
+def rollout_from_token_ids(
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    eos_id: int,
+    pad_id: int,
+    decode: Callable[[torch.Tensor], list[str]],
+    device: torch.device | None = None,
+) -> Rollout:
+    """A :class:`Rollout` from unpadded token lists (what vLLM returns), with :func:`generate`'s semantics.
+
+    Prompts are left-padded with ``pad_id``; completions right-padded to the longest one. The mask is
+    :func:`completion_masks`' (up to and including the first EOS) restricted to real tokens, so a
+    ``pad_id`` equal to ``eos_id`` never counts as an EOS; tokens after the first EOS become ``pad_id``; a
+    row with no EOS is ``truncated``. An empty completion counts as an immediate EOS (HF's zero-width case).
+    ``decode`` turns the padded completion tensor into texts (``tokenizer.batch_decode`` with
+    ``skip_special_tokens=True``, as in :func:`generate`). Pure: no model, no vLLM.
+    """
+    if len(prompt_ids) != len(completion_ids):
+        raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
+    n = len(prompt_ids)
+    p_width = max((len(p) for p in prompt_ids), default=0)
+    prompts = torch.full((n, p_width), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((n, p_width), dtype=torch.long)
+    for i, p in enumerate(prompt_ids):
+        if len(p):
+            prompts[i, p_width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+            prompt_mask[i, p_width - len(p) :] = 1
+    rows = [list(c) if len(c) else [eos_id] for c in completion_ids]
+    c_width = max((len(r) for r in rows), default=1)
+    comp = torch.full((n, c_width), -1, dtype=torch.long)  # -1: no token here (never equal to an EOS id)
+    for i, r in enumerate(rows):
+        comp[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    real = (comp != -1).long()
+    mask, truncated = completion_masks(comp, eos_id)
+    mask = mask * real
+    comp = comp.masked_fill(mask == 0, pad_id)
+    texts = decode(comp)
+    if device is not None:
+        prompts, prompt_mask, comp, mask, truncated = (
+            t.to(device) for t in (prompts, prompt_mask, comp, mask, truncated)
+        )
+    return Rollout(prompts, prompt_mask, comp, mask, truncated, texts)
 
 
 @torch.no_grad()

@@ -10,6 +10,11 @@ completions (clipped ratio + β·k3 KL to a frozen reference, ``gputrain.train.g
 Everything distributed goes through the shared runtime (``gputrain.train.runtime``): process group,
 precision (fp16 + GradScaler, bf16, fp32 on CPU), ``metrics.jsonl``, checkpoints that resume, preemption
 (checkpoint, PREEMPTED, exit 75). Evaluation runs on rank 0 only while the others wait.
+
+Rollouts use HF ``generate`` or a colocated vLLM engine (``rollout.pick_engine``; ``vllm_engine``). With
+vLLM, the policy's weights are pushed into it once after start/resume and after each step's optimizer
+updates, before the next rollout (no rollout happens between the updates of one step, so one push per
+step is enough); ``weight_sync_seconds`` records its cost next to ``rollout_tokens_per_s``.
 """
 
 from __future__ import annotations
@@ -145,9 +150,17 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     max_steps = ctx.get("train.max_steps") or int(ctx.get("train.epochs", 1)) * steps_per_epoch
     weights = algo.reward_weights or [1.0] * len(task.reward_names)
 
-    engine, engine_note = pick_engine(algo.rollout_engine, ctx.device)
+    engine, engine_note = pick_engine(algo.rollout_engine, ctx.device, ctx.get("memory.vllm_gpu_memory_utilization"))
     model, tokenizer, ref, strategy = build_policy(ctx, task)
     ctx.print0(f"[grpo] rollout engine: {engine_note}")
+    vllm_engine = None
+    if engine == "vllm":
+        from gputrain.train.grpo.vllm_engine import engine_from_context
+
+        vllm_engine = engine_from_context(ctx, model, tokenizer, algo)
+        for note in vllm_engine.notes:
+            ctx.print0(f"[grpo] vLLM {vllm_engine.version}: {note}")
+    weights_stale = True  # vLLM holds the start-up weights until the first sync (after a resume too)
     ctx.seed_per_rank()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
@@ -203,21 +216,28 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         rows = [task.train_rows[i] for i in mine for _ in range(group)]
         pos = {"epoch": pos["epoch"], "index": pos["index"] + train_bs}
 
-        roll = generate(
-            model,
-            tokenizer,
-            [r["prompt"] for r in rows],
-            max_prompt_length=algo.max_prompt_length,
-            max_new_tokens=algo.max_completion_length,
-            temperature=algo.temperature,
-            top_p=algo.top_p,
-            top_k=algo.top_k,
-            device=ctx.device,
-            autocast=ctx.autocast(),
-        )
-        t_gen = time.perf_counter() - t0
+        t_sync = 0.0
+        if vllm_engine is not None and weights_stale:
+            vllm_engine.sync_weights(model)  # every rank: FSDP2 gathers each weight
+            weights_stale = False
+            t_sync = time.perf_counter() - t0
+        t_roll = time.perf_counter()
+        sampling: dict[str, Any] = {
+            "max_prompt_length": algo.max_prompt_length,
+            "max_new_tokens": algo.max_completion_length,
+            "temperature": algo.temperature,
+            "top_p": algo.top_p,
+            "top_k": algo.top_k,
+            "device": ctx.device,
+        }
+        prompts = [r["prompt"] for r in rows]
+        if vllm_engine is not None:
+            roll = vllm_engine.generate(tokenizer, prompts, **sampling)
+        else:
+            roll = generate(model, tokenizer, prompts, autocast=ctx.autocast(), **sampling)
+        t_gen = time.perf_counter() - t_roll
         scores = torch.tensor(task.score(roll.texts, rows), dtype=torch.float32).view(len(rows), -1)
-        t_score = time.perf_counter() - t0 - t_gen
+        t_score = time.perf_counter() - t_roll - t_gen
         all_scores = gather_rewards(scores.to(ctx.device)).cpu()
         advantages = local_rows(
             compute_advantages(
@@ -285,6 +305,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                 ctx.scaler.update()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
+        weights_stale = True
         step += 1
 
         elapsed = time.perf_counter() - t0
@@ -309,6 +330,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "distinct_advantages": float(count_distinct_advantages(advantages.cpu(), group)),
             "step_seconds": elapsed,
             "rollout_seconds": t_gen,
+            "weight_sync_seconds": t_sync,
             "reward_seconds": t_score,
             "epoch": pos["epoch"] + pos["index"] / max(1, n_rows),
         }

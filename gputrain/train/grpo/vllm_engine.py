@@ -1,0 +1,351 @@
+"""Colocated vLLM rollouts for the GRPO core: one vLLM ``LLM`` per rank, inside the training process.
+
+Colocated (TRL's ``vllm_mode="colocate"``): every rank builds its own engine with
+``distributed_executor_backend="external_launcher"`` (vLLM joins the torchrun process group instead of
+spawning workers), tensor parallel size 1, ``gpu_memory_utilization`` from the plan
+(``memory.vllm_gpu_memory_utilization``), dtype from the run's precision (fp16 on V100, bf16 elsewhere),
+``max_model_len`` = max prompt + max completion, seed ``train.seed + rank``. Each rank generates its own
+prompts (already repeated G times, ``n=1`` each; vLLM's prefix cache shares the repeated prompt), and the
+token lists become a :class:`~gputrain.train.grpo.rollout.Rollout` through the same pure function tests pin
+against HF ``generate`` (``rollout_from_token_ids``). Evaluation stays on HF ``generate`` on rank 0: it is
+rank-0-only and must not depend on whether this engine is on.
+
+Weights: after the optimizer updates of a step and before the next rollout (and once after start or resume),
+:meth:`VLLMEngine.sync_weights` walks the policy's parameters one at a time -- DDP: the module's own tensors;
+FSDP2: ``DTensor.full_tensor()``, an all-gather every rank joins in the same order -- renames them to the
+Hugging Face checkpoint names vLLM's ``load_weights`` expects (:func:`hf_param_name`) and loads each through
+``LLM.apply_model`` (public; in-process under ``external_launcher``, so no tensor is serialized). vLLM
+versions without ``apply_model`` fall back to the engine's driver worker, TRL 1.16's route; neither: a
+clear error. The prefix cache is reset after every sync (cached KV was computed with the old weights).
+Sleep mode (``algorithm.vllm_sleep_mode``, where the installed vLLM supports it): level 2 after each
+rollout frees the KV cache and weights while training; weights are re-pushed anyway at the next sync.
+
+Why not TRL's ``VLLMGeneration``: it needs an accelerate ``Accelerator`` and reads the sharding from
+``accelerator.state``. This core shards with torch's ``fully_shard`` directly (accelerate's FSDP plugin does
+not shard on CPU, ``shared/NOTES.md``), so TRL's class would see "no FSDP" and hand vLLM each rank's local
+DTensor shard instead of the full weight. It also builds the engine from ``model.name_or_path``, which is
+empty for the config-built tiny model. What it does well is followed here: external launcher, per-rank seed,
+parameter-by-parameter gathering, prefix-cache reset, sleep level 2 with ``wake_up(tags=...)``.
+
+vLLM is imported only inside :class:`VLLMEngine` (CLI start-up, CPU machines). Check on a GPU with vLLM::
+
+    gputrain run recipes/grpo_math_fsdp.yaml --gpus 2 --set algorithm.rollout_engine=vllm \\
+        --set memory.vllm_gpu_memory_utilization=0.3
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Collection, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gputrain.errors import GputrainError
+from gputrain.train.grpo.rollout import Rollout, rollout_from_token_ids, tokenize_prompts
+from gputrain.train.grpo.sharding import unwrap
+
+# Segments wrappers insert into parameter names: activation checkpointing, FSDP1, torch.compile's OptimizedModule.
+WRAPPER_SEGMENTS = ("_checkpoint_wrapped_module.", "_fsdp_wrapped_module.", "_orig_mod.")
+VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+# LLM(...) keywords that only some vLLM versions know; dropped (with a note) where EngineArgs lacks them.
+OPTIONAL_ENGINE_ARGS = ("enable_sleep_mode", "generation_config")
+
+
+def hf_param_name(name: str) -> str:
+    """The Hugging Face checkpoint name of a (possibly wrapped) policy parameter.
+
+    Drops wrapper segments wherever they sit and DDP's leading ``module.`` (only at the start: a layer may
+    legitimately be called ``...module.``).
+    """
+    for segment in WRAPPER_SEGMENTS:
+        name = name.replace(segment, "")
+    while name.startswith("module."):
+        name = name[len("module.") :]
+    return name
+
+
+def iter_full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(HF name, full tensor) per parameter, one at a time, so at most one gathered weight is alive.
+
+    Under FSDP2 each ``full_tensor()`` is an all-gather: every rank must run this loop to the end, in the
+    same order (``named_parameters`` order is identical on all ranks). Tied weights come once, under the
+    name ``named_parameters`` gives them (the input embedding), which is what vLLM's loaders expect.
+    """
+    from torch.distributed.tensor import DTensor
+
+    for name, param in model.named_parameters():
+        tensor = param.full_tensor() if isinstance(param, DTensor) else param
+        yield hf_param_name(name), tensor.detach()
+
+
+def sampling_kwargs(
+    *,
+    temperature: float,
+    top_p: float,
+    top_k: int | None,
+    max_tokens: int,
+    eos_id: int,
+    n: int = 1,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Keywords for ``vllm.SamplingParams`` matching :func:`~gputrain.train.grpo.rollout.generate`'s sampling.
+
+    ``temperature == 0`` is greedy (top-p/top-k off, as HF's ``do_sample=False``); ``top_k=None`` is -1,
+    "off" in every vLLM version (newer ones prefer 0 but accept -1). Stopping is on the tokenizer's EOS
+    only (``stop_token_ids``), like HF here. Token ids only (``detokenize=False``): texts are decoded by
+    the rollout conversion. ``seed`` seeds each request: leave it None when prompts are repeated with
+    ``n=1``, or the G copies of a prompt would all sample the same completion (the engine's per-rank
+    seed already makes runs reproducible).
+    """
+    greedy = temperature == 0
+    kwargs: dict[str, Any] = {
+        "n": n,
+        "temperature": 0.0 if greedy else float(temperature),
+        "top_p": 1.0 if greedy else float(top_p),
+        "top_k": -1 if (greedy or not top_k) else int(top_k),
+        "max_tokens": int(max_tokens),
+        "stop_token_ids": [int(eos_id)],
+        "detokenize": False,
+    }
+    if seed is not None:
+        kwargs["seed"] = int(seed)
+    return kwargs
+
+
+def llm_kwargs(
+    source: str,
+    *,
+    load_format: str,
+    precision: str,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    seed: int,
+    sleep_mode: bool,
+    supported: Collection[str] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """(keywords for ``vllm.LLM``, notes): the colocated engine, filtered to what this vLLM accepts.
+
+    ``supported`` is the set of ``EngineArgs`` field names (None: keep everything). Optional keywords
+    (sleep mode, ``generation_config="vllm"`` so the checkpoint's generation config adds no stop tokens
+    HF generate would not stop on) are dropped with a note where unsupported; a missing required one
+    (``external_launcher``'s keyword) is an error, as the engine could not run colocated.
+    """
+    if precision not in VLLM_DTYPES:
+        raise GputrainError(f"vLLM rollouts: unknown precision {precision!r} (expected bf16, fp16 or fp32)")
+    kwargs: dict[str, Any] = {
+        "model": source,
+        "load_format": load_format,
+        "dtype": VLLM_DTYPES[precision],
+        "gpu_memory_utilization": float(gpu_memory_utilization),
+        "max_model_len": int(max_model_len),
+        "seed": int(seed),
+        "tensor_parallel_size": 1,
+        "distributed_executor_backend": "external_launcher",
+        "enable_sleep_mode": bool(sleep_mode),
+        "generation_config": "vllm",
+    }
+    notes: list[str] = []
+    if supported is not None:
+        for key in list(kwargs):
+            if key in supported:
+                continue
+            if key not in OPTIONAL_ENGINE_ARGS:
+                raise GputrainError(
+                    f"the installed vLLM has no LLM({key}=...): colocated rollouts need a newer vLLM "
+                    "(pip install -U 'gputrain[gpu]') or set algorithm.rollout_engine: hf"
+                )
+            if key == "enable_sleep_mode" and sleep_mode:
+                notes.append("sleep mode not supported by this vLLM: the engine stays awake while training")
+            del kwargs[key]
+    return kwargs, notes
+
+
+def model_source(model: torch.nn.Module, tokenizer: Any, workdir: Path) -> tuple[str, str]:
+    """(what vLLM loads, load format): the checkpoint name, or a folder with config + tokenizer only.
+
+    A policy built from a config (the tiny model) has no checkpoint: its config and tokenizer are written to
+    ``workdir`` and vLLM starts from ``load_format="dummy"`` weights; the first :meth:`VLLMEngine.sync_weights`
+    (always before the first rollout) puts the real ones in.
+    """
+    hf = unwrap(model)
+    name = str(getattr(getattr(hf, "config", None), "_name_or_path", "") or "")
+    if name:
+        return name, "auto"
+    workdir.mkdir(parents=True, exist_ok=True)
+    hf.config.save_pretrained(workdir)  # type: ignore[union-attr,operator]
+    tokenizer.save_pretrained(workdir)
+    return str(workdir), "dummy"
+
+
+def _ensure_launcher_env(rank: int, local_rank: int, world_size: int) -> None:
+    """The variables ``external_launcher`` reads; torchrun sets them, a bare single-process run may not."""
+    os.environ.setdefault("RANK", str(rank))
+    os.environ.setdefault("LOCAL_RANK", str(local_rank))
+    os.environ.setdefault("WORLD_SIZE", str(world_size))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    # The engine must live in this process: weights are handed over as tensors, not serialized.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+
+
+class VLLMEngine:
+    """One colocated vLLM engine on this rank (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        *,
+        workdir: Path,
+        precision: str,
+        gpu_memory_utilization: float,
+        max_model_len: int,
+        seed: int,
+        rank: int,
+        local_rank: int,
+        world_size: int,
+        sleep_mode: bool = False,
+    ) -> None:
+        try:
+            import vllm
+            from vllm.engine.arg_utils import EngineArgs
+        except ImportError as exc:
+            raise GputrainError(
+                f"vLLM rollouts: cannot import vllm ({exc}); pip install 'gputrain[gpu]' "
+                "or set algorithm.rollout_engine: hf"
+            ) from exc
+        _ensure_launcher_env(rank, local_rank, world_size)
+        source, load_format = model_source(model, tokenizer, workdir / f"vllm_model_rank{rank}")
+        supported = {f.name for f in dataclasses.fields(EngineArgs)}
+        kwargs, self.notes = llm_kwargs(
+            source,
+            load_format=load_format,
+            precision=precision,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            seed=seed + rank,
+            sleep_mode=sleep_mode,
+            supported=supported,
+        )
+        self.version = str(getattr(vllm, "__version__", "?"))
+        self._sampling_cls = vllm.SamplingParams
+        self.llm = vllm.LLM(**kwargs)
+        self.sleep_mode = bool(kwargs.get("enable_sleep_mode"))
+        self._asleep: set[str] = set()  # tags discarded by the last sleep, waiting for wake_up
+        self.eos_id = int(tokenizer.eos_token_id)
+        self.pad_id = int(tokenizer.pad_token_id)
+
+    def _load(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+        def load(vllm_model: Any) -> None:
+            vllm_model.load_weights(weights)
+
+        apply_model = getattr(self.llm, "apply_model", None)
+        if apply_model is not None:
+            apply_model(load)
+            return
+        try:
+            runner_model = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        except AttributeError as exc:
+            raise GputrainError(
+                f"vLLM {self.version}: no LLM.apply_model and no driver worker to load weights into; "
+                "use a vLLM with LLM.apply_model or set algorithm.rollout_engine: hf"
+            ) from exc
+        load(runner_model)
+
+    def _wake(self, tags: Iterable[str]) -> None:
+        wanted = [t for t in tags if t in self._asleep]
+        if not wanted:
+            return
+        try:
+            self.llm.wake_up(tags=wanted)
+            self._asleep -= set(wanted)
+        except TypeError:  # vLLM before wake_up(tags=...): everything at once
+            self.llm.wake_up()
+            self._asleep.clear()
+
+    def _sleep(self) -> None:
+        """Level 2: drop KV cache and weights while training (weights are re-pushed at the next sync)."""
+        if self.sleep_mode:
+            self.llm.sleep(level=2)
+            self._asleep = {"weights", "kv_cache"}
+
+    def sync_weights(self, model: torch.nn.Module) -> int:
+        """Push the policy's current weights into vLLM; every rank must call it (FSDP2 gathers). Returns the count."""
+        if self._asleep and torch.cuda.is_available():
+            torch.cuda.empty_cache()  # give the training step's cached blocks back before vLLM maps its weights
+        self._wake(["weights"])
+        count = 0
+        with torch.no_grad():
+            for name, tensor in iter_full_weights(model):
+                self._load([(name, tensor)])
+                count += 1
+        reset = getattr(self.llm, "reset_prefix_cache", None)
+        if reset is not None:
+            reset()
+        return count
+
+    def generate(
+        self,
+        tokenizer: Any,
+        prompts: list[str],
+        *,
+        max_prompt_length: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float = 1.0,
+        top_k: int | None = None,
+        device: torch.device,
+    ) -> Rollout:
+        """One completion per prompt string, as :func:`~gputrain.train.grpo.rollout.generate` returns it.
+
+        Prompts are tokenized exactly as the HF path does (left truncation to ``max_prompt_length``), then
+        handed to vLLM as token ids without their padding.
+        """
+        ids, mask = tokenize_prompts(tokenizer, prompts, max_prompt_length, torch.device("cpu"))
+        prompt_lists = [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
+        params = self._sampling_cls(
+            **sampling_kwargs(
+                temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_new_tokens, eos_id=self.eos_id
+            )
+        )
+        self._wake(["kv_cache"])
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": p} for p in prompt_lists], sampling_params=params, use_tqdm=False
+        )
+        self._sleep()
+        completions = [list(out.outputs[0].token_ids) for out in outputs]
+        return rollout_from_token_ids(
+            prompt_lists,
+            completions,
+            eos_id=self.eos_id,
+            pad_id=self.pad_id,
+            decode=lambda t: tokenizer.batch_decode(t, skip_special_tokens=True),
+            device=device,
+        )
+
+
+def engine_from_context(ctx: Any, model: torch.nn.Module, tokenizer: Any, algo: Any) -> VLLMEngine:
+    """The engine for a run: memory share, precision, lengths and seed from the resolved plan."""
+    share = ctx.get("memory.vllm_gpu_memory_utilization")
+    if share is None:  # pick_engine refuses this already; kept for callers that skip it
+        raise GputrainError("vLLM rollouts need memory.vllm_gpu_memory_utilization in the plan")
+    return VLLMEngine(
+        model,
+        tokenizer,
+        workdir=Path(ctx.job_dir),
+        precision=ctx.precision.name,
+        gpu_memory_utilization=float(share),
+        max_model_len=algo.max_prompt_length + algo.max_completion_length,
+        seed=ctx.seed,
+        rank=ctx.rank,
+        local_rank=ctx.local_rank,
+        world_size=ctx.world_size,
+        sleep_mode=algo.vllm_sleep_mode,
+    )
