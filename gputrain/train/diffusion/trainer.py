@@ -115,12 +115,15 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     )
     pos: dict[str, Any] = {"epoch": 0, "batch": 0}
     clip = [algo.clip_beta, algo.clip_omega]
+    # first_loss is checkpointed so that a resumed run reports step 1's loss, not the first after resume.
+    first_loss: float | None = None
     state: dict[str, Any] = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": ctx.scaler,
-                             "pos": pos, "clip": clip}
+                             "pos": pos, "clip": clip, "first_loss": first_loss}
     step = 0
     if (ckpt := ctx.checkpoints.restore(state, map_location=device)) is not None:
         step, pos, clip = ckpt.step, dict(ckpt.state["pos"]), list(ckpt.state["clip"])
-        state.update(pos=pos, clip=clip)
+        first_loss = ckpt.state.get("first_loss")  # None from checkpoints of older versions
+        state.update(pos=pos, clip=clip, first_loss=first_loss)
         ctx.print0(f"[{task.name}] resumed from step {step} (epoch {pos['epoch']}, batch {pos['batch']})")
 
     def batches() -> Any:
@@ -174,7 +177,6 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     model.train()
     stream = batches()
     dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    first_loss: float | None = None
     tic, seen = time.perf_counter(), 0
     while step < total:
         total_loss, seg_acc = 0.0, {k: 0.0 for k in layout.segments}
@@ -191,7 +193,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
         sched.step()
         step += 1
         seen += batch * accum
-        first_loss = total_loss if first_loss is None else first_loss
+        if first_loss is None:
+            first_loss = state["first_loss"] = total_loss
         if step % log_every == 0 or step == total:
             dt = time.perf_counter() - tic
             seq_s = seen / dt
