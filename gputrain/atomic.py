@@ -7,7 +7,6 @@ or Ctrl-C at any moment leaves the previous file intact and no stray temp file b
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -15,7 +14,8 @@ def write_atomic(path: str | Path, data: str | bytes, mode: int = 0o644) -> None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{os.urandom(6).hex()}"  # O_EXCL: a name no one else holds
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(raw)
