@@ -213,3 +213,28 @@ def test_preempted_and_resumed_run_equals_the_uninterrupted_one(tmp_path: Path) 
     got, want = (json.loads((d / "result.json").read_text()) for d in (job, reference))
     assert (got["best_val_loss"], got["best_step"], got["summary"]) == (
         want["best_val_loss"], want["best_step"], want["summary"])
+
+
+def test_run_stopped_by_max_steps_mid_epoch_continues_that_epoch(tmp_path: Path) -> None:
+    """Stop at train.max_steps inside an epoch, then raise the limit: the resumed run trains the rest of
+    that epoch and the later ones (every step number once), not from the next epoch on."""
+    small = ["data.train_size=128", "data.val_size=8", "train.epochs=2", "train.batch_size=4", "train.log_every=1",
+             "train.max_steps=20", "algorithm.onnx_export=false", "algorithm.benchmarks=[myciel3]",
+             "algorithm.eval_graphs=2"]
+    proc = _gputrain(tmp_path, "run", str(REPO / "recipes" / "gnn_coloring.yaml"), "--gpu", "cpu", "--gpus", "2",
+                     "--logs-dir", str(tmp_path / "logs"), *[a for s in small for a in ("--set", s)])
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    (job,) = (tmp_path / "logs").iterdir()
+    per_epoch = 128 // (2 * 4)
+    assert max(_curves(job)["loss"]) == 20 and 20 % per_epoch != 0  # stopped inside epoch 2
+
+    plan = json.loads((job / "plan.json").read_text())
+    plan["config"]["train"]["max_steps"] = None
+    (job / "plan.json").write_text(json.dumps(plan))
+    run = _torchrun_job(job)
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out[-4000:]
+    assert "resumed from step 20 (epoch 1, batch 4)" in out
+    steps = [json.loads(line)["step"] for line in (job / "metrics.jsonl").read_text().splitlines()
+             if "loss" in json.loads(line)]
+    assert sorted(steps) == list(range(1, 2 * per_epoch + 1))

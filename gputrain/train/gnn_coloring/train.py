@@ -188,17 +188,24 @@ def train(ctx: RunContext) -> int:
                 ctx.checkpoints.save(step, state)
             if step >= total:
                 break
-        epoch, skip = epoch + 1, 0
-        state["pos"] = {"epoch": epoch, "batch": 0}  # a resume from the save below starts the next epoch
+        seen = state["pos"]["batch"]
+        if seen >= len(loader):  # a whole epoch: a resume from the save below starts the next one
+            epoch, skip = epoch + 1, 0
+            state["pos"] = {"epoch": epoch, "batch": 0}
+        # else train.max_steps ended the epoch early: the save keeps the position, so a resume with a larger
+        # max_steps trains the rest of this epoch instead of skipping it
         val_loss = validate(ctx, model, val_loader, algo)
         improved = val_loss < state["best"]["val_loss"]
         if improved:
             state["best"] = {"val_loss": val_loss, "step": step}
             if ctx.is_main:
                 atomic_torch_save(net.state_dict(), ctx.job_dir / BEST_FILE)
-        ctx.metrics.log(step, val_loss=val_loss, epoch=float(epoch))
-        ctx.print0(f"[gnn] epoch {epoch} val_loss {val_loss:.4f}{' (best)' if improved else ''}")
+        at = float(epoch) if state["pos"]["batch"] == 0 else epoch + seen / len(loader)
+        ctx.metrics.log(step, val_loss=val_loss, epoch=at)
+        ctx.print0(f"[gnn] epoch {at:g} val_loss {val_loss:.4f}{' (best)' if improved else ''}")
         ctx.checkpoints.save(step, state)
+        if state["pos"]["batch"]:
+            break
     return finish(ctx, net, val_set, algo, state["best"], step)
 
 
