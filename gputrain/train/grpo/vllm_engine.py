@@ -14,11 +14,19 @@ Weights: after the optimizer updates of a step and before the next rollout (and 
 :meth:`VLLMEngine.sync_weights` walks the policy's parameters one at a time -- DDP: the module's own tensors;
 FSDP2: ``DTensor.full_tensor()``, an all-gather every rank joins in the same order -- renames them to the
 Hugging Face checkpoint names vLLM's ``load_weights`` expects (:func:`hf_param_name`) and loads each through
-``LLM.apply_model`` (public; in-process under ``external_launcher``, so no tensor is serialized). vLLM
+``LLM.apply_model`` (public; in-process under ``external_launcher``, which forces
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the executor calls the function on its one worker directly, so nothing
+is pickled and ``VLLM_ALLOW_INSECURE_SERIALIZATION`` is not needed). vLLM
 versions without ``apply_model`` fall back to the engine's driver worker, TRL 1.16's route; neither: a
 clear error. The prefix cache is reset after every sync (cached KV was computed with the old weights).
 Sleep mode (``algorithm.vllm_sleep_mode``, where the installed vLLM supports it): level 2 after each
-rollout frees the KV cache and weights while training; weights are re-pushed anyway at the next sync.
+rollout frees the KV cache and weights while training (their contents are lost, not offloaded); the next
+sync wakes the weights' memory and re-pushes every weight, the next rollout wakes the KV cache. A rollout
+with the weights still asleep is refused: vLLM would run on discarded memory (older versions) or wait
+forever on its paused scheduler (newer ones resume scheduling only once everything is awake).
+
+Stopping: on the tokenizer's EOS only, like HF ``generate`` here (:func:`sampling_kwargs`); vLLM keeps the
+stop token at the end of ``token_ids``, so the completion mask includes it as HF's does.
 
 Why not TRL's ``VLLMGeneration``: it needs an accelerate ``Accelerator`` and reads the sharding from
 ``accelerator.state``. This core shards with torch's ``fully_shard`` directly (accelerate's FSDP plugin does
@@ -96,8 +104,14 @@ def sampling_kwargs(
 
     ``temperature == 0`` is greedy (top-p/top-k off, as HF's ``do_sample=False``); ``top_k=None`` is -1,
     "off" in every vLLM version (newer ones prefer 0 but accept -1). Stopping is on the tokenizer's EOS
-    only (``stop_token_ids``), like HF here. Token ids only (``detokenize=False``): texts are decoded by
-    the rollout conversion. ``seed`` seeds each request: leave it None when prompts are repeated with
+    only, like HF ``generate`` here (it is given ``eos_token_id`` explicitly): ``stop_token_ids=[eos]``
+    with ``ignore_eos=True``. Without ``ignore_eos`` vLLM also stops on every ``eos_token_id`` of the
+    checkpoint's ``generation_config.json`` (it merges them into the stop tokens whatever the engine's
+    ``generation_config`` setting, "vllm" included), e.g. ``<|endoftext|>`` besides an instruct model's
+    ``<|im_end|>``; such a row would end on a token the rollout does not count as EOS. ``ignore_eos`` only
+    skips vLLM's own EOS checks: a token in ``stop_token_ids`` still ends the request and stays the last
+    of its ``token_ids``. Token ids only (``detokenize=False``): texts are decoded by the rollout
+    conversion. ``seed`` seeds each request: leave it None when prompts are repeated with
     ``n=1``, or the G copies of a prompt would all sample the same completion (the engine's per-rank
     seed already makes runs reproducible).
     """
@@ -109,6 +123,7 @@ def sampling_kwargs(
         "top_k": -1 if (greedy or not top_k) else int(top_k),
         "max_tokens": int(max_tokens),
         "stop_token_ids": [int(eos_id)],
+        "ignore_eos": True,
         "detokenize": False,
     }
     if seed is not None:
@@ -130,9 +145,12 @@ def llm_kwargs(
     """(keywords for ``vllm.LLM``, notes): the colocated engine, filtered to what this vLLM accepts.
 
     ``supported`` is the set of ``EngineArgs`` field names (None: keep everything). Optional keywords
-    (sleep mode, ``generation_config="vllm"`` so the checkpoint's generation config adds no stop tokens
-    HF generate would not stop on) are dropped with a note where unsupported; a missing required one
-    (``external_launcher``'s keyword) is an error, as the engine could not run colocated.
+    (sleep mode; ``generation_config="vllm"``, vLLM's neutral sampling defaults instead of the
+    checkpoint's -- they only apply to calls without ``SamplingParams``, and do not keep the checkpoint's
+    EOS ids out of the stop tokens: :func:`sampling_kwargs` does that) are dropped with a note where
+    unsupported; a missing required one (``external_launcher``'s keyword) is an error, as the engine could
+    not run colocated. ``seed`` is required by ``external_launcher``; building the engine reseeds this
+    process's global RNGs with it (no worker process), so the caller reseeds after construction.
     """
     if precision not in VLLM_DTYPES:
         raise GputrainError(f"vLLM rollouts: unknown precision {precision!r} (expected bf16, fp16 or fp32)")
@@ -315,6 +333,11 @@ class VLLMEngine:
                 temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_new_tokens, eos_id=self.eos_id
             )
         )
+        if "weights" in self._asleep:
+            raise GputrainError(
+                "vLLM rollouts: the engine's weights were discarded by sleep mode and not re-pushed; "
+                "call sync_weights before generate"
+            )
         self._wake(["kv_cache"])
         outputs = self.llm.generate(
             [{"prompt_token_ids": p} for p in prompt_lists], sampling_params=params, use_tqdm=False
