@@ -11,8 +11,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -360,85 +358,3 @@ def test_config_built_model_gets_a_config_and_tokenizer_folder(tmp_path: Path) -
 def test_sleep_mode_is_a_recipe_switch_off_by_default() -> None:
     assert GRPOAlgorithm().vllm_sleep_mode is False
     assert GRPOAlgorithm(vllm_sleep_mode=True, rollout_engine="vllm").vllm_sleep_mode is True
-
-
-# --- the engine's call order against a stand-in LLM (no vLLM needed) -----------------------------------
-
-
-class _FakeLLM:
-    """Records what VLLMEngine asks of ``vllm.LLM``: wake/sleep tags, weight loads, generate requests."""
-
-    def __init__(self, completion: list[int]) -> None:
-        self.calls: list[tuple] = []
-        self.loaded: list[str] = []
-        self.completion = completion
-
-    def apply_model(self, func: Any) -> list[Any]:
-        loaded = self.loaded
-
-        class _Model:
-            def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
-                loaded.extend(name for name, _ in weights)
-
-        return [func(_Model())]
-
-    def wake_up(self, tags: list[str] | None = None) -> None:
-        self.calls.append(("wake_up", tuple(tags or ())))
-
-    def sleep(self, level: int = 1) -> None:
-        self.calls.append(("sleep", level))
-
-    def reset_prefix_cache(self) -> bool:
-        self.calls.append(("reset_prefix_cache",))
-        return True
-
-    def generate(self, prompts: list[dict], sampling_params: Any = None, use_tqdm: bool = True) -> list[Any]:
-        self.calls.append(("generate", len(prompts)))
-        assert all(set(p) == {"prompt_token_ids"} for p in prompts)
-        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=list(self.completion))]) for _ in prompts]
-
-
-def _fake_engine(tok: Any, completion: list[int], sleep_mode: bool) -> tuple[VLLMEngine, _FakeLLM]:
-    engine = VLLMEngine.__new__(VLLMEngine)
-    fake = _FakeLLM(completion)
-    engine.llm = fake
-    engine.version = "fake"
-    engine.notes = []
-    engine._sampling_cls = dict
-    engine.sleep_mode = sleep_mode
-    engine._asleep = set()
-    engine.eos_id, engine.pad_id = int(tok.eos_token_id), int(tok.pad_token_id)
-    return engine, fake
-
-
-def test_sleep_mode_order_wakes_weights_to_load_and_kv_cache_to_generate() -> None:
-    model, tok = _tiny()
-    engine, fake = _fake_engine(tok, [5, tok.eos_token_id], sleep_mode=True)
-    kw = {"max_prompt_length": 8, "max_new_tokens": 4, "temperature": 1.0, "device": CPU}
-    assert engine.sync_weights(model) == len(list(model.parameters()))
-    assert fake.loaded == [n for n, _ in model.named_parameters()]
-    roll = engine.generate(tok, ["def f(x):", "x"], **kw)
-    assert roll.completion_mask.tolist() == [[1, 1], [1, 1]] and not roll.truncated.any()
-    engine.sync_weights(model)
-    engine.generate(tok, ["x"], **kw)
-    assert fake.calls == [
-        ("reset_prefix_cache",),  # awake at start: nothing to wake
-        ("generate", 2),
-        ("sleep", 2),
-        ("wake_up", ("weights",)),
-        ("reset_prefix_cache",),
-        ("wake_up", ("kv_cache",)),
-        ("generate", 1),
-        ("sleep", 2),
-    ]
-    with pytest.raises(GputrainError, match="call sync_weights before generate"):
-        engine.generate(tok, ["x"], **kw)  # weights discarded by the last sleep, never re-pushed
-
-
-def test_without_sleep_mode_the_engine_never_sleeps() -> None:
-    model, tok = _tiny()
-    engine, fake = _fake_engine(tok, [5], sleep_mode=False)
-    engine.sync_weights(model)
-    roll = engine.generate(tok, ["x"], max_prompt_length=8, max_new_tokens=1, temperature=0.0, device=CPU)
-    assert roll.truncated.tolist() == [True]
-    assert [c[0] for c in fake.calls] == ["reset_prefix_cache", "generate"]
