@@ -97,3 +97,23 @@ def test_secret_values_are_redacted_from_tracking_config(monkeypatch: pytest.Mon
     cfg = {"env": {"A": "prefix-s3cr3t-value"}, "secrets": ["WANDB_API_KEY"], "name": "x"}
     out = redact(cfg, {"s3cr3t-value"})
     assert out == {"env": {"A": "***"}, "secrets": ["WANDB_API_KEY"], "name": "x"}
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_eval_shards_cover_every_item_exactly_once(world: int) -> None:
+    from gputrain.train.runtime.context import eval_shard
+
+    for n in range(0, 11):
+        items = [i for rank in range(world) for i in eval_shard(n, rank, world)]
+        assert sorted(items) == list(range(n))  # no item twice (a DistributedSampler pads), none missing
+
+
+def test_eval_loader_holds_this_ranks_share_unpadded(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, {"train": {"seed": 0, "batch_size": 4}})
+    ctx = setup_run(["--plan", str(plan)])
+    try:
+        ctx.rank, ctx.world_size = 1, 2  # rank 1 of 2, as a torchrun launch would set it
+        loader = ctx.make_eval_loader(list(range(7)), 2)
+        assert [int(x) for batch in loader for x in batch] == [1, 3, 5]
+    finally:
+        ctx.close()

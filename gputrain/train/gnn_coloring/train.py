@@ -114,7 +114,7 @@ def train(ctx: RunContext) -> int:
 
     batch_size = int(ctx.get("train.batch_size", 16))
     loader, sampler = ctx.make_loader(train_set, batch_size, collate_fn=collate)
-    val_loader, _ = ctx.make_loader(val_set, batch_size, shuffle=False, collate_fn=collate)
+    val_loader = ctx.make_eval_loader(val_set, batch_size, collate_fn=collate)
     net = ColoringGNN(
         feature_dim(int(algo["random_features"])),
         int(ctx.get("model.hidden_size", 64)),

@@ -39,6 +39,11 @@ def seed_everything(seed: int) -> None:
         pass
 
 
+def eval_shard(n: int, rank: int, world_size: int) -> range:
+    """Indices of an ``n``-item evaluation set that ``rank`` evaluates: strided, no padding, no repeats."""
+    return range(rank, n, world_size)
+
+
 @dataclass
 class RunContext:
     rank: int
@@ -134,6 +139,18 @@ class RunContext:
         kwargs.setdefault("num_workers", int(self.get("train.num_workers", 0)))
         loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, generator=gen, **kwargs)
         return loader, sampler
+
+    def make_eval_loader(self, dataset: Any, batch_size: int, **kwargs: Any) -> torch.utils.data.DataLoader[Any]:
+        """A loader over this rank's share of ``dataset`` for evaluation: every item on exactly one rank.
+
+        A DistributedSampler pads the shards to equal length by repeating items, which would count those
+        items twice in a validation mean; sum and count per rank, then all-reduce, give the exact mean.
+        """
+        from torch.utils.data import DataLoader, Subset
+
+        kwargs.setdefault("num_workers", int(self.get("train.num_workers", 0)))
+        shard = Subset(dataset, list(eval_shard(len(dataset), self.rank, self.world_size)))
+        return DataLoader(shard, batch_size=batch_size, shuffle=False, **kwargs)
 
     def should_stop(self) -> bool:
         """Collective: True on every rank once any rank got SIGUSR1/SIGTERM; call it once per step."""
