@@ -46,7 +46,8 @@ resolved recipe), ``plan, job_dir, seed, args`` (argv left after ``--plan/--job-
 (:class:`Metrics`, ``.log(step, **numbers)``, writes ``metrics.jsonl`` through
 ``gputrain.logs.schema.MetricsWriter`` plus W&B/TensorBoard per ``tracking:``), ``preemption``.
 Helpers: ``get(dotted, default)``, ``make_loader`` (DistributedSampler + a private generator: a loader
-without one draws from the global RNG on every ``iter()``, which breaks bit-exact resume), ``print0``,
+without one draws from the global RNG on every ``iter()``, which breaks bit-exact resume),
+``make_eval_loader`` (this rank's share of an evaluation set, unpadded: sum, count, all-reduce), ``print0``,
 ``autocast()``, ``scaler`` (a disabled GradScaler unless fp16), ``optimizer_step``, ``wrap_ddp``,
 ``compile``, ``seed_per_rank``, ``should_stop()``, ``exit_for_requeue(step, state)``,
 ``all_reduce_mean(**values)``, ``barrier()``, ``write_json``, ``close()`` (barrier before
