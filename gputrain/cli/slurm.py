@@ -83,7 +83,7 @@ def submit(
         jobs.append((prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point), view))
     argv = sys.argv[2:]
     # a plan of the local GPU may change with the machine: only plans from named GPUs are kept
-    if not detected and sys.argv[1:2] == ["submit"] and submit_cache.enabled(argv):
+    if not (no_cache or detected) and sys.argv[1:2] == ["submit"] and submit_cache.enabled(argv):
         submit_cache.store(argv, jobs, [Path(recipe), *extends_chain(recipe_path), config_path()])
     submit_cache.submit_all(jobs)
 

@@ -155,6 +155,7 @@ def submit_all(jobs: Sequence[tuple[Any, dict[str, Any]]]) -> None:
     backend = SlurmBackend(debug=bool(first.get("debug")))
     done: list[str] = []
     rows: list[dict[str, Any]] = []
+    warned: set[str] = set()  # a sweep's points mostly share their warnings: each is said once
     for job, view in jobs:
         try:
             result = backend.submit_prepared(job, dry_run=bool(view.get("dry_run")))
@@ -167,15 +168,16 @@ def submit_all(jobs: Sequence[tuple[Any, dict[str, Any]]]) -> None:
         rows.append({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": bool(view.get("dry_run")),
                      **({"sweep": job.sweep} if job.sweep else {})})
         if not first.get("json"):
-            _print_text(view, result, with_warnings=len(rows) == 1)
+            for warning in view.get("warnings", []):
+                if warning not in warned:
+                    print(f"warning: {warning}", file=sys.stderr)
+                    warned.add(warning)
+            _print_text(view, result)
     if first.get("json"):
         print(json.dumps(rows if first.get("sweep") else rows[0]))
 
 
-def _print_text(view: dict[str, Any], result: Any, *, with_warnings: bool) -> None:
-    if with_warnings:
-        for warning in view.get("warnings", []):
-            print(f"warning: {warning}", file=sys.stderr)
+def _print_text(view: dict[str, Any], result: Any) -> None:
     point = f", {' '.join(view['point'])}" if view.get("point") else ""
     where = f"{view['shape']} on {view['cluster']}{point}"
     if view.get("dry_run"):
