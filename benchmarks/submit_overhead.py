@@ -80,18 +80,27 @@ def main() -> None:
             info = json.loads(out)
             ids.append(info["job_id"])
             script = script or Path(info["job_dir"]) / "job.sbatch"
-            seconds, out = timed(["sbatch", "--parsable", str(script)], env, work)
-            sbatch_s.append(seconds)
-            ids.append(out.strip().split(";")[0])
+            sbatch_s.append(raw_sbatch(script, env, work, ids))
     finally:
-        for i in range(0, len(ids), 100):
-            subprocess.run(["scancel", *ids[i:i + 100]], check=False)
+        cancel(ids)
     g, s = summary(gputrain_s), summary(sbatch_s)
     result = {
         "jobs": args.jobs, "mode": args.mode, "gputrain_submit": g, "raw_sbatch": s,
         "overhead_median_ms": g["median_ms"] - s["median_ms"], "overhead_mean_ms": g["mean_ms"] - s["mean_ms"],
     }
     print(json.dumps(result, indent=2))
+
+
+def raw_sbatch(script: Path, env: dict[str, str], work: Path, ids: list[str]) -> float:
+    """Seconds one plain `sbatch` of ``script`` takes; its job id goes to ``ids`` for cleanup."""
+    seconds, out = timed(["sbatch", "--parsable", str(script)], env, work)
+    ids.append(out.strip().split(";")[0])
+    return seconds
+
+
+def cancel(ids: list[str]) -> None:
+    for i in range(0, len(ids), 100):
+        subprocess.run(["scancel", *ids[i:i + 100]], check=False)
 
 
 def sweep(submit: list[str], jobs: int, env: dict[str, str], work: Path) -> None:
@@ -102,13 +111,9 @@ def sweep(submit: list[str], jobs: int, env: dict[str, str], work: Path) -> None
         rows = json.loads(out)
         ids += [r["job_id"] for r in rows]
         script = Path(rows[0]["job_dir"]) / "job.sbatch"
-        for _ in range(jobs):
-            took, out = timed(["sbatch", "--parsable", str(script)], env, work)
-            sbatch_s.append(took)
-            ids.append(out.strip().split(";")[0])
+        sbatch_s = [raw_sbatch(script, env, work, ids) for _ in range(jobs)]
     finally:
-        for i in range(0, len(ids), 100):
-            subprocess.run(["scancel", *ids[i:i + 100]], check=False)
+        cancel(ids)
     per_job, s = seconds / jobs * 1e3, summary(sbatch_s)
     print(json.dumps({"jobs": jobs, "mode": "sweep", "gputrain_total_ms": seconds * 1e3,
                       "gputrain_per_job_ms": per_job, "raw_sbatch": s,
