@@ -41,6 +41,12 @@ class PlanError(GputrainError):
     exit_code = 3
 
 
+class PlanFileError(GputrainError):
+    """A ``plan.json`` that is missing, not a plan, of another schema version, or invalid."""
+
+    exit_code = 2
+
+
 class RenderError(GputrainError):
     """A template could not be rendered (missing value, unsafe value)."""
 

@@ -14,6 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~10 ms of start-up, and a replayed submit imports this module
     from typing import Any
 
+    from gputrain.contract.plan import JobPlan
+
 
 @dataclass
 class Submission:
@@ -49,7 +51,7 @@ class Backend(ABC):
     name: str
 
     @abstractmethod
-    def submit(self, plan: dict[str, Any], *, logs_dir: Path, dry_run: bool = False) -> Submission:
+    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
         """Write the job folder, start the job, record it; ``dry_run`` writes the script only."""
 
     @abstractmethod

@@ -170,13 +170,14 @@ def plan(
     if out is not None and result.target == "docker":
         from gputrain.backends.runpod.bundle import write_bundle  # the build context needs the package too
 
-        result.artifacts = {p.name: str(p) for p in write_bundle(result, out)}
+        written = {p.name: str(p) for p in write_bundle(result, out)}
     elif out is not None:
-        result.artifacts = write_outputs(result, artifacts, out)
+        written = write_outputs(result, artifacts, out)
     else:
-        result.artifacts = artifacts
+        written = artifacts
+    result = result.model_copy(update={"artifacts": written})
     if json_:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(result.to_json())
     else:
         print_plan(result, show_scripts=out is None)
 
@@ -193,8 +194,16 @@ def validate(
         print(f"{path}: ok ({summary})")
 
 
-def schema() -> None:
-    """Print the recipe JSON Schema (for editors: `gputrain schema > recipe.schema.json`)."""
+def schema(
+    plan_: Annotated[bool, typer.Option("--plan", help="the plan.json schema (JobPlan) instead")] = False,
+) -> None:
+    """Print the recipe JSON Schema (for editors: `gputrain schema > recipe.schema.json`), or with --plan the
+    schema of plan.json."""
+    if plan_:
+        from gputrain.contract.plan import plan_json_schema
+
+        sys.stdout.write(json.dumps(plan_json_schema(), indent=2) + "\n")
+        return
     from gputrain.recipe.schema import Recipe
 
     document = Recipe.model_json_schema()

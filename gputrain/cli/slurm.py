@@ -76,7 +76,7 @@ def submit(
     for point in expand_sweeps(sweep or []):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
-        detected = detected or (not gpu and not (plan.cluster or {}).get("gpu"))
+        detected = detected or (not gpu and not (plan.cluster and plan.cluster.gpu))
         view = {"json": json_, "dry_run": dry_run, "debug": debug, "warnings": list(plan.warnings),
                 "recipe": plan.recipe.name, "cluster": cluster, "sweep": bool(sweep), "point": point,
                 "shape": f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}"}

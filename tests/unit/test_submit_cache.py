@@ -107,11 +107,11 @@ def test_any_changed_input_plans_again(lab: Path, change: str) -> None:
     assert not replayed
     plan = json.loads((job_dir / "plan.json").read_text())
     if change == "recipe":
-        assert plan["config"]["train"]["max_steps"] == 5
+        assert plan["recipe"]["train"]["max_steps"] == 5
     elif change == "profiles":
         assert plan["cluster"]["partition"] == "gpu"
     elif change == "shadowing file":
-        assert plan["recipe_path"] == "selftest" and plan["config"]["train"]["max_steps"] == 3
+        assert plan["recipe_path"] == "selftest" and plan["recipe"]["train"]["max_steps"] == 3
     elif change == "other args":
         assert plan["nodes"] == 2
     assert submit(lab, arg, *extra)[0]  # and the new plan is then replayed
@@ -194,7 +194,7 @@ def test_sweep_plans_one_job_per_point_and_replays_them(lab: Path) -> None:
                                           ["train.max_steps=9", "train.seed=1"], ["train.max_steps=9", "train.seed=2"]]
     assert len({r["job_dir"] for r in rows}) == 4  # same second, four folders
     for row in rows:
-        config = json.loads((Path(row["job_dir"]) / "plan.json").read_text())["config"]
+        config = json.loads((Path(row["job_dir"]) / "plan.json").read_text())["recipe"]
         train = config["train"]
         assert [f"train.max_steps={train['max_steps']}", f"train.seed={train['seed']}"] == row["sweep"]
     again = run_cli(lab, *args)
