@@ -18,20 +18,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gputrain.errors import ClusterError
+from gputrain.errors import ClusterError, ClusterProfileError, UserError
 
 if TYPE_CHECKING:
     from gputrain.registry.store import JobRecord
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of text")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
 
 
 def register(app: typer.Typer) -> None:
-    app.command("submit")(submit)
-    app.command("jobs")(jobs)
-    app.command("status")(status)
-    app.command("cancel")(cancel)
-    app.command("clusters")(clusters)
+    """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
+    for command in (submit, jobs, status, cancel, clusters):
+        app.command(command.__name__)(command)
 
 
 def submit(
@@ -51,11 +49,17 @@ def submit(
         "--no-cache", help="plan again even if this exact command was submitted before with the same inputs")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Plan a recipe for a Slurm cluster, write its job folder and sbatch it (recorded in `gputrain jobs`).
+    """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
 
-    --sweep submits one job per value (a grid when repeated); every job is planned before any is submitted.
-    An identical earlier command whose recipe, profiles and gputrain are unchanged is replayed without
-    planning again (see gputrain.cli.submit_cache; --no-cache turns that off).
+    The job is recorded in `gputrain jobs`. --sweep submits one job per value (a grid when repeated);
+    every job is planned before any is submitted. An identical earlier command whose recipe, profiles and
+    gputrain are unchanged is replayed without planning again (--no-cache turns that off).
+
+    \b
+    Examples:
+      gputrain submit recipes/grpo_code_mbpp.yaml --cluster supercloud --set train.max_steps=100
+      gputrain submit gnn_coloring --cluster mylab --nodes 2 --gpus 4 --dry-run
+      gputrain submit selftest --cluster testbed --sweep train.seed=0,1,2
     """
     from gputrain.backends.slurm import prepare_job
     from gputrain.cli import submit_cache
@@ -69,7 +73,7 @@ def submit(
         from gputrain.hardware.clusters import list_clusters
 
         names = ", ".join(c.name for c in list_clusters())
-        raise ClusterError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
+        raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
     recipe_path = resolve_recipe_path(recipe)
     jobs = []
     detected = False
@@ -103,7 +107,15 @@ def jobs(
     refresh: Annotated[bool, typer.Option("--refresh/--no-refresh", help="ask Slurm for live states")] = True,
     json_: JsonOpt = False,
 ) -> None:
-    """Known jobs (all backends), newest first; Slurm states refreshed with one squeue call."""
+    """Known jobs (all backends), newest first.
+
+    Slurm states are refreshed with one squeue call (--no-refresh: the registry only).
+
+    \b
+    Examples:
+      gputrain jobs
+      gputrain jobs -n 5 --json
+    """
     from gputrain.registry.store import JobRegistry
 
     records = JobRegistry().list(limit)
@@ -115,22 +127,28 @@ def jobs(
     if not records:
         print("no jobs yet (gputrain submit RECIPE --cluster NAME)")
         return
-    rows = [("JOB", "STATE", "EXIT", "BACKEND", "CLUSTER", "RECIPE", "SHAPE", "CREATED", "FOLDER")]
+    from gputrain.cli.output import print_table
+
+    rows = []
     for r in records:
         shape = f"{r.nodes or 1}x{r.gpus_per_node or 0} {r.gpu or ''}".strip()
-        exit_code = "-" if r.exit_code is None else str(r.exit_code)
-        rows.append((r.job_id, r.state, exit_code, r.backend, r.cluster or "-", r.recipe or "-", shape,
-                     r.created_at.replace("+00:00", "Z"), r.job_dir or "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+        rows.append((r.job_id, r.state, r.exit_code, r.backend, r.cluster, r.recipe, shape,
+                     r.created_at.replace("+00:00", "Z"), r.job_dir))
+    print_table(["job", "state", "exit", "backend", "cluster", "recipe", "shape", "created", "folder"], rows,
+                state_column="state")
 
 
 def status(
     job: Annotated[str, typer.Argument(help="Slurm job id, job folder, or job name")],
     json_: JsonOpt = False,
 ) -> None:
-    """State, reason, exit code, elapsed time and nodes of one job."""
+    """State, reason, exit code, elapsed time and nodes of one job.
+
+    \b
+    Examples:
+      gputrain status 4242
+      gputrain status local-3 --json
+    """
     from gputrain.backends.slurm import SlurmBackend
     from gputrain.registry.store import JobRegistry
 
@@ -155,30 +173,43 @@ def status(
 
 
 def cancel(job: Annotated[str, typer.Argument(help="Slurm job id, job folder, or job name")]) -> None:
-    """Cancel a pending or running Slurm job."""
+    """Cancel a pending or running Slurm job.
+
+    \b
+    Example:
+      gputrain cancel 4242
+    """
     from gputrain.backends.slurm import SlurmBackend
     from gputrain.registry.store import JobRegistry
 
     registry = JobRegistry()
     record = registry.find(job)
     if record is not None and record.backend != "slurm":
-        raise ClusterError(f"job {record.job_id} runs on {record.backend}, not Slurm; use its own commands")
+        raise UserError(f"job {record.job_id} runs on {record.backend}, not Slurm; use its own commands")
     job_id = record.job_id if record else job
     SlurmBackend(registry).cancel(job_id)
     print(f"cancelled job {job_id}")
 
 
 def clusters(json_: JsonOpt = False) -> None:
-    """Cluster profiles: built-ins and ~/.config/gputrain/clusters.yaml ($GPUTRAIN_CONFIG)."""
+    """Cluster profiles: built-ins and your own.
+
+    Your own live in ~/.config/gputrain/clusters.yaml (or the file $GPUTRAIN_CONFIG names); a profile
+    with a built-in's name replaces it.
+
+    \b
+    Examples:
+      gputrain clusters
+      gputrain clusters --json
+    """
+    from gputrain.cli.output import print_table, progress
     from gputrain.hardware.clusters import config_path, list_clusters
 
     profiles = list_clusters()
     if json_:
         print(json.dumps([p.model_dump(mode="json") for p in profiles], indent=2))
         return
-    for p in profiles:
-        gres = p.gres_option(p.gpus_per_node) or "no GPUs"
-        where = f"partition {p.partition}" if p.partition else "default partition"
-        print(f"{p.name:<12} {p.gpu or '-'} x{p.gpus_per_node}  {gres}  {where}  max {p.max_time}  "
-              f"{p.description}")
-    print(f"(user profiles: {config_path()})")
+    rows = [(p.name, p.gpu, p.gpus_per_node, p.gres_option(p.gpus_per_node) or "no GPUs",
+             p.partition or "(default)", p.max_time, p.description) for p in profiles]
+    print_table(["name", "gpu", "gpus", "gres", "partition", "max time", "description"], rows)
+    progress(f"(your own profiles: {config_path()})")
