@@ -52,7 +52,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("logs", "gputrain.cli.logs", "logs_command", "Show, follow or summarize a job's logs."),
     CommandSpec("docker", "gputrain.cli.runpod", "docker", "Write a Docker build context and run scripts for a "
                 "recipe."),
-    CommandSpec("runpod", "gputrain.cli.runpod", "app", "Train on a RunPod pod: up, status, list, down, logs."),
+    CommandSpec("runpod", "gputrain.cli.runpod", "app", "Train on a RunPod pod: up (create, upload, train, "
+                "download, terminate), status, list, down, logs."),
 )
 
 EPILOG = """\b

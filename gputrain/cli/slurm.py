@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,6 +21,7 @@ import typer
 from gputrain.errors import ClusterError, ClusterProfileError, UserError
 
 if TYPE_CHECKING:
+    from gputrain.backends.slurm import PreparedJob
     from gputrain.registry.store import JobRecord
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
@@ -45,15 +46,12 @@ def submit(
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG")] = False,
-    no_cache: Annotated[bool, typer.Option(
-        "--no-cache", help="plan again even if this exact command was submitted before with the same inputs")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
 
     The job is recorded in `gputrain jobs`. --sweep submits one job per value (a grid when repeated);
-    every job is planned before any is submitted. An identical earlier command whose recipe, profiles and
-    gputrain are unchanged is replayed without planning again (--no-cache turns that off).
+    every job is planned before any is submitted.
 
     \b
     Examples:
@@ -62,11 +60,9 @@ def submit(
       gputrain submit selftest --cluster testbed --sweep train.seed=0,1,2
     """
     from gputrain.backends.slurm import prepare_job
-    from gputrain.cli import submit_cache
     from gputrain.cli.core import resolve_recipe_path
-    from gputrain.hardware.clusters import config_path
     from gputrain.planner import make_plan
-    from gputrain.recipe.loader import expand_sweeps, extends_chain
+    from gputrain.recipe.loader import expand_sweeps
 
     cluster = cluster or os.environ.get("GPUTRAIN_CLUSTER")
     if not cluster:
@@ -75,21 +71,66 @@ def submit(
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
     recipe_path = resolve_recipe_path(recipe)
-    jobs = []
-    detected = False
+    jobs: list[tuple[PreparedJob, JobView]] = []
     for point in expand_sweeps(sweep or []):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
-        detected = detected or (not gpu and not (plan.cluster or {}).get("gpu"))
-        view = {"json": json_, "dry_run": dry_run, "debug": debug, "warnings": list(plan.warnings),
-                "recipe": plan.recipe.name, "cluster": cluster, "sweep": bool(sweep), "point": point,
-                "shape": f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}"}
+        view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point, warnings=list(plan.warnings),
+                       shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
         jobs.append((prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point), view))
-    argv = sys.argv[2:]
-    # a plan of the local GPU may change with the machine: only plans from named GPUs are kept
-    if not (no_cache or detected) and sys.argv[1:2] == ["submit"] and submit_cache.enabled(argv):
-        submit_cache.store(argv, jobs, [Path(recipe), *extends_chain(recipe_path), config_path()])
-    submit_cache.submit_all(jobs)
+    submit_all(jobs, dry_run=dry_run, debug=debug, as_json=json_, sweep=bool(sweep))
+
+
+@dataclass
+class JobView:
+    """What ``submit`` says about one prepared job besides what sbatch answers."""
+
+    recipe: str
+    cluster: str
+    point: list[str]
+    warnings: list[str]
+    shape: str
+
+
+def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug: bool, as_json: bool,
+               sweep: bool) -> None:
+    """Submit prepared jobs in order; results on stdout, each distinct warning once on stderr.
+
+    A failure after some jobs went in names the ones that did, so none is submitted twice by a retry.
+    """
+    from gputrain.backends.slurm import SlurmBackend
+    from gputrain.cli.output import warn
+    from gputrain.errors import GputrainError
+
+    backend = SlurmBackend(debug=debug)
+    done: list[str] = []
+    rows: list[dict[str, Any]] = []
+    warned: set[str] = set()  # a sweep's points mostly share their warnings: each is said once
+    for job, view in jobs:
+        try:
+            result = backend.submit_prepared(job, dry_run=dry_run)
+        except GputrainError as exc:
+            if not done:
+                raise
+            raise ClusterError(f"{exc.message} (after {len(done)} of {len(jobs)} jobs were submitted: "
+                               f"{', '.join(done)})", exit_code=exc.exit_code) from None
+        done.append(result.job_id)
+        rows.append({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": dry_run,
+                     **({"sweep": job.sweep} if job.sweep else {})})
+        for warning in view.warnings:
+            if warning not in warned:
+                warn(warning)
+                warned.add(warning)
+        if as_json:
+            continue
+        where = f"{view.shape} on {view.cluster}" + (f", {' '.join(view.point)}" if view.point else "")
+        if dry_run:
+            print(f"dry run: wrote {result.job_dir}/job.sbatch ({where}); submit it with sbatch")
+        else:
+            print(f"submitted job {result.job_id} ({view.recipe}, {where})")
+            print(f"job folder: {result.job_dir}")
+    if as_json:
+        print(json.dumps(rows if sweep else rows[0]))
 
 
 def _refresh(records: list[JobRecord]) -> list[JobRecord]:
@@ -98,7 +139,9 @@ def _refresh(records: list[JobRecord]) -> list[JobRecord]:
     try:
         return SlurmBackend().refresh(records)
     except ClusterError as exc:
-        print(f"warning: states not refreshed: {exc}", file=sys.stderr)
+        from gputrain.cli.output import warn
+
+        warn(f"states not refreshed: {exc}")
         return records
 
 
