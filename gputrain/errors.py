@@ -105,33 +105,41 @@ class JobFailedError(GputrainError):
     """A job gputrain ran in the foreground ended unsuccessfully (exit code 1; its own code in the message)."""
 
 
-def did_you_mean(name: str, known: Iterable[str], *, limit: int = 3) -> list[str]:
-    """Known names close to ``name``: case-insensitive, a unique prefix first, then difflib's ranking.
+def did_you_mean(name: str, known: Iterable[str] | Mapping[str, str], *, limit: int = 3) -> list[str]:
+    """Known names close to ``name``: case-insensitive; completions of it first, else difflib's ranking.
 
-    ``A100-40`` → ``A100-40GB``; ``gnn_colouring`` → ``gnn_coloring``. Empty when nothing is near.
+    ``A100-40`` → ``A100-40GB``; ``gnn_colouring`` → ``gnn_coloring``. Empty when nothing is near. ``known``
+    may map accepted spellings (aliases) to the names they stand for; the names are returned.
     """
     import difflib  # only on the error path: start-up stays lean
 
-    names = list(dict.fromkeys(known))
-    folded = {n.lower(): n for n in names}
+    canonical = dict(known) if isinstance(known, Mapping) else {n: n for n in known}
+    folded = {spelling.lower(): name for spelling, name in canonical.items()}
     wanted = name.strip().lower()
-    prefixed = [n for n in names if n.lower().startswith(wanted)] if wanted else []
-    close = difflib.get_close_matches(wanted, list(folded), n=limit, cutoff=0.6)
-    ranked = prefixed[:1] + [folded[c] for c in close] if len(prefixed) == 1 else [folded[c] for c in close]
-    return list(dict.fromkeys(ranked))[:limit]
+    prefixed = list(dict.fromkeys(n for s, n in folded.items() if s.startswith(wanted))) if wanted else []
+    if prefixed:  # completions of what was typed, in the known order
+        return prefixed[:limit]
+    close = difflib.get_close_matches(wanted, list(folded), n=limit * 2, cutoff=0.6)
+    return list(dict.fromkeys(folded[c] for c in close))[:limit]
+
+
+def suggestion(name: str, known: Iterable[str], *, spellings: Mapping[str, str] | None = None) -> str:
+    """``did you mean A100-40GB?``, or ``known: a, b, c`` when nothing is near.
+
+    ``spellings`` maps other accepted spellings (aliases) to the known name they stand for, so that a near
+    alias suggests its canonical name.
+    """
+    names = list(dict.fromkeys(known))
+    near = did_you_mean(name, {**{n: n for n in names}, **(spellings or {})})
+    if near:
+        return f"did you mean {' or '.join(near)}?"
+    return f"known: {', '.join(names)}" if names else "none are known"
 
 
 def unknown_name(
     what: str, name: str, known: Iterable[str], *, spellings: Mapping[str, str] | None = None, hint: str = ""
 ) -> str:
-    """``unknown GPU type 'A100-40'; did you mean A100-40GB?`` or ``...; known: a, b, c`` when nothing is near.
-
-    ``spellings`` maps other accepted spellings (aliases) to the known name they stand for, so that a near
-    alias suggests its canonical name. ``hint`` (e.g. "see `gputrain recipes`") is added in parentheses.
-    """
-    names = list(dict.fromkeys(known))
-    lookup = {**{n: n for n in names}, **(spellings or {})}
-    near = list(dict.fromkeys(lookup[n] for n in did_you_mean(name, lookup)))
-    known_list = f"known: {', '.join(names)}" if names else "none are known"
-    tail = f"did you mean {' or '.join(near)}?" if near else known_list
+    """``unknown GPU type 'A100-40'; did you mean A100-40GB?`` (see :func:`suggestion`); ``hint`` (e.g.
+    "see `gputrain recipes`") is added in parentheses."""
+    tail = suggestion(name, known, spellings=spellings)
     return f"unknown {what} {name!r}; {tail}" + (f" ({hint})" if hint else "")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputrain.errors import PlanError, RecipeError, unknown_name
+from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
 from gputrain.hardware.catalog import GPUType, catalog, get_gpu
 from gputrain.planner.estimate import Estimate, estimate
 from gputrain.recipe.entrypoints import ENTRYPOINTS
@@ -186,7 +186,7 @@ def _match_profile(
     for name in recipe.profiles:
         if name not in known:
             where = source.where(("profiles", name))
-            raise RecipeError(f"{where}: profile {name!r}: " + unknown_name("GPU type", name, known))
+            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; " + suggestion(name, known))
     if gpu.name in recipe.profiles:
         return gpu.name, recipe.profiles[gpu.name]
     candidates = [n for n in recipe.profiles if (n == "cpu") == gpu.is_cpu]
