@@ -22,13 +22,15 @@ from typing import Any
 
 from gputrain.atomic import write_atomic
 from gputrain.errors import LogError
-from gputrain.logs.classify import CAUSE_LABELS, PRIORITY, classify_failure, describe
-from gputrain.logs.scan import LogScanner, prefer_traceback
+from gputrain.logs.catalog import group_rank, metric_info
+from gputrain.logs.causes import root_cause
+from gputrain.logs.classify import PRIORITY, classify_failure
+from gputrain.logs.scan import LogScanner
 from gputrain.logs.schema import METRICS_FILE, validate_record
-from gputrain.logs.stats import MetricTable, lower_is_better
+from gputrain.logs.stats import MetricTable
 
 STATE_FILE = ".summary_state.json"
-STATE_VERSION = 1
+STATE_VERSION = 2
 LOG_NAMES = ("training_output.log",)
 LOG_SUFFIXES = (".log", ".out", ".err")
 _UMASK = os.umask(0o022)
@@ -136,7 +138,7 @@ def summarize(
     plan = _read_json(path / "plan.json") if job_dir else None
     prior_final = saved.get("final")
     if final:
-        events, _ = _events(scanners)
+        events, _, _ = _events(scanners)
         preempted = job_dir is not None and (job_dir / "PREEMPTED").exists()
         end_state, cause = classify_failure(exit_code, events, preempted)
         prior_final = {"state": end_state, "exit_code": exit_code, "cause": cause, "end": now}
@@ -160,26 +162,35 @@ def write_summary_files(job_dir: Path, summary: dict[str, Any], table: MetricTab
     from gputrain.logs.report import render_text
 
     png = job_dir / "curves.png"
-    if (curves and write_curves(table, png)) or png.exists():
+    name = summary["name"] if summary["name"] == job_dir.name else f"{summary['name']} ({job_dir.name})"
+    title = f"{name}  {summary['state']}"
+    if (curves and write_curves(table, png, title=title)) or png.exists():
         summary["curves"] = str(png)
     atomic_write(job_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     atomic_write(job_dir / "job_summary.txt", render_text(summary))
 
 
-def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], str | None]:
+def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], list[dict[str, Any]], str]:
+    """Failure events, tracebacks (body and tail, in log order, deduplicated) and the tail text of the logs."""
     events: dict[str, str] = {}
-    traceback: str | None = None
+    tracebacks: list[dict[str, Any]] = []
+    tails: list[str] = []
     for scanner in scanners:
         events.update(scanner.events)
-        traceback = prefer_traceback(traceback, scanner.traceback)
-        tail_events, tail_tb = scanner.tail()
+        tail_events, tail_tbs = scanner.tail()
         events.update(tail_events)
-        traceback = prefer_traceback(traceback, tail_tb)
-    return events, traceback
+        seen = {tb["text"] for tb in scanner.tracebacks}
+        tracebacks += scanner.tracebacks + [tb for tb in tail_tbs if tb["text"] not in seen]
+        tails.append(scanner.tail_text())
+    return events, tracebacks, "\n".join(tails)
 
 
 def _log_table(scanners: list[LogScanner]) -> MetricTable:
-    return max((s.table for s in scanners), key=lambda t: t.records, default=MetricTable())
+    """The table of the log with the most metric records, its x axis in steps (HF dicts log epochs)."""
+    best = max(scanners, key=lambda s: s.table.records, default=None)
+    if best is None:
+        return MetricTable()
+    return best.table.in_steps(best.steps_per_epoch()) if best.epoch_x else best.table
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -197,7 +208,7 @@ def _build(
     now: float,
 ) -> dict[str, Any]:
     table = cursor.table if cursor is not None and cursor.table.records else _log_table(scanners)
-    events, traceback = _events(scanners)
+    events, tracebacks, tail = _events(scanners)
     progress: dict[str, float] = {}
     for scanner in scanners:
         progress.update(scanner.progress)
@@ -206,12 +217,22 @@ def _build(
     estimate = plan.get("estimate") or {}
 
     exit_code = final.get("exit_code") if final else None
+    scheduler_state = state if state in SCHEDULER_FAILURES else None
     if final:
-        state, cause = final["state"], final["cause"]
+        state, cause = (scheduler_state or final["state"]), final["cause"]
     else:
         state = state or "UNKNOWN"
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
     ended = final is not None or state in TERMINAL
+    failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
+    why = (
+        root_cause(events=events, tracebacks=tracebacks, tail=tail, exit_code=exit_code,
+                   scheduler_state=scheduler_state)
+        if failed
+        else None
+    )
+    if why is not None:
+        cause = why["kind"]
     log_mtimes = [s.path.stat().st_mtime for s in scanners if s.path.exists()]
     start = table.first_time
     if start is None and job_dir is not None and (job_dir / "plan.json").exists():
@@ -237,18 +258,8 @@ def _build(
     gpus = int(plan.get("gpus_per_node") or 0) * int(plan.get("nodes") or 1)
     rate = estimate.get("gpu_hourly_usd")
     gpu_hours = duration / 3600 * gpus if duration is not None and gpus else None
-    metrics = {
-        key: {
-            "first": s.first[1],
-            "last": s.last[1],
-            "best": s.best(key)[1],
-            "best_step": s.best(key)[0],
-            "count": s.count,
-            "better": "lower" if lower_is_better(key) else "higher",
-            "median": s.median(),
-        }
-        for key, s in table.metrics.items()
-    }
+    rl = _rl_view(table)
+    metrics = {key: _metric_entry(key, table, rl is not None) for key in sorted(table.metrics, key=group_rank)}
     throughput = {
         k: table.metrics[k].median() for k in ("tokens_per_s", "samples_per_s") if k in table.metrics
     }
@@ -268,12 +279,11 @@ def _build(
         "final": final is not None,
         "exit_code": exit_code,
         "cause": cause,
-        "cause_label": CAUSE_LABELS.get(cause) if cause else None,
-        "failure": describe(cause, exit_code, events) if cause else None,
+        "cause_label": why["label"] if why else None,
+        "failure": why["headline"] if why else None,
+        "root_cause": why,
         "events": events,
-        "traceback": traceback
-        if cause in ("exception", "cuda_oom", "nccl", "exit_code") or not ended
-        else None,
+        "traceback": _traceback_for(why, tracebacks),
         "start": _iso(start),
         "end": _iso(end),
         "duration_s": duration,
@@ -285,6 +295,8 @@ def _build(
         }
         if plan
         else None,
+        "rl": rl,
+        "sampled": {"lines_skipped": table.skipped} if table.skipped else None,
         "steps": {"done": done if done >= 0 else None, "planned": planned},
         "steps_per_hour": steps_per_hour,
         "eta_s": eta,
@@ -309,8 +321,71 @@ def _build(
     }
 
 
-def _curve_keys(table: MetricTable, limit: int = 6) -> list[str]:
-    """Metrics worth a curve: losses and rewards first, then the rest, skipping lr/time/epoch noise."""
-    keys = [k for k in table.metrics if k not in ("epoch", "lr", "time") and table.metrics[k].count > 1]
-    keys.sort(key=lambda k: (0 if "loss" in k else 1 if "reward" in k else 2, k))
+SCHEDULER_FAILURES = frozenset({"TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE"})
+
+
+def _metric_entry(key: str, table: MetricTable, rl: bool = False) -> dict[str, Any]:
+    """first/last/min/max/median for every metric; "best" only where the catalog knows which way is better.
+
+    In an RL run the training "loss" is the policy-gradient surrogate (it can be negative, and lower is not
+    better): it gets no best; rewards say how the run goes.
+    """
+    stats = table.metrics[key]
+    info = metric_info(key)
+    policy_loss = rl and info.group == "loss" and not key.startswith(("eval", "val"))
+    best = None if policy_loss else stats.best(key)
+    return {
+        "first": stats.first[1],
+        "last": stats.last[1],
+        "last_step": stats.last[0],
+        "min": stats.lo[1],
+        "max": stats.hi[1],
+        "best": best[1] if best else None,
+        "best_step": best[0] if best else None,
+        "better": None if policy_loss else info.better,
+        "group": info.group,
+        "unit": info.unit,
+        "count": stats.count,
+        "median": stats.median(),
+    }
+
+
+def _rl_view(table: MetricTable) -> dict[str, Any] | None:
+    """Reward, each reward component and completion length (TRL: rewards/<fn>/mean; verl: critic/score)."""
+    keys = table.metrics
+    components = {
+        k.split("/")[1]: keys[k].last[1] for k in keys if k.startswith("rewards/") and k.endswith("/mean")
+    }
+    reward_key = next((k for k in ("reward", "reward_mean", "critic/score/mean", "critic/rewards/mean") if k in keys),
+                      None)
+    length_key = next((k for k in ("completions/mean_length", "response_length/mean") if k in keys), None)
+    if reward_key is None and not components:
+        return None
+    return {
+        "reward": keys[reward_key].last[1] if reward_key else None,
+        "reward_key": reward_key,
+        "components": components,
+        "completion_length": keys[length_key].last[1] if length_key else None,
+        "clipped_ratio": keys["completions/clipped_ratio"].last[1] if "completions/clipped_ratio" in keys else None,
+    }
+
+
+def _traceback_for(why: dict[str, Any] | None, tracebacks: list[dict[str, Any]]) -> str | None:
+    """The traceback behind the root cause (same rank and exception), else the first non-launcher one."""
+    if not tracebacks:
+        return None
+    if why is not None and why.get("exception"):
+        for entry in tracebacks:
+            if entry.get("rank") == why.get("rank") and why["exception"] in entry["text"][-2000:]:
+                return str(entry["text"])
+    if why is None or why["kind"] in ("exception", "cuda_oom", "nccl", "nccl_timeout", "exit_code"):
+        real = [t for t in tracebacks if "ChildFailedError" not in t["text"][-300:]]
+        return str((real or tracebacks)[0]["text"])
+    return None
+
+
+def _curve_keys(table: MetricTable, limit: int = 12) -> list[str]:
+    """Metrics worth a curve, by group (losses, rewards, completions, lr, throughput...), skipping epoch/time."""
+    keys = [k for k in table.metrics if k not in ("epoch", "time") and table.metrics[k].count > 1]
+    keys.sort(key=group_rank)
     return keys[:limit]
