@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+
 def _grpo_dict(rng: random.Random, step: int) -> str:
     keys = {
         "loss": rng.uniform(-0.05, 0.05), "grad_norm": rng.uniform(0.1, 2), "learning_rate": 1e-6 * (1 - step / 1e6),
@@ -101,7 +102,8 @@ def _dense_block(rng: random.Random, state: dict[str, int]) -> bytes:
 NCCL = [
     "[rank{r}]:n1:4242:4300 [{r}] NCCL INFO Channel {s:02d}/24 : 0[{r}] -> 1[1] via P2P/CUMEM/read",
     "[rank{r}]:n1:4242:4300 [{r}] NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
-    "[rank{r}]:n1:4242:4318 [{r}] NCCL INFO comm 0x5581e2 rank {r} nRanks 8 nNodes 1 localRanks 8 localRank {r} MNNVL 0",
+    "[rank{r}]:n1:4242:4318 [{r}] NCCL INFO comm 0x5581e2 rank {r} nRanks 8 nNodes 1 localRanks 8 "
+    "localRank {r} MNNVL 0",
     "[rank{r}]:[W1121 10:00:{s:02d}.000000 ProcessGroupNCCL.cpp:4561] Warning: barrier() using device under current "
     "context. You can specify device_id in init_process_group() to mute this warning.",
     "[rank{r}]:n1:4242:4300 [{r}] NCCL INFO ncclCommInitRank comm 0x5581e2 rank {r} nranks 8 cudaDev {r} nvmlDev {r} "

@@ -32,8 +32,8 @@ CHUNK_BYTES = 8 << 20
 TAIL_BYTES = 64 << 10
 PROBE_BYTES = 256 << 10
 MAX_CARRY = 64 << 10  # a partial line longer than this is cut (the rest of that line is skipped)
-EXACT_DENSE_CHUNKS = 2
-SAMPLE_LINES = 1024
+EXACT_DENSE_CHUNKS = 1
+SAMPLE_LINES = 512
 ALWAYS_NEEDLES = (b"{", b"|", b"Traceback (most recent call last)")
 #: Needles switched on when a probe sees them (metric formats without ``{`` or ``|``).
 PROBED_NEEDLES = (b"loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ")
@@ -53,6 +53,7 @@ class LogScanner:
         self.carry = b""
         self.skipping = False  # inside an overlong line, dropping bytes up to its end
         self.table = MetricTable()
+        self.hf_table = MetricTable()  # HF Trainer dicts, x = epoch until the summary knows steps per epoch
         self.implicit_step = 0
         self.last_step: int | None = None
         self.epoch_x = False  # HF Trainer dicts carry an epoch, not a step: their x is the epoch until the end
@@ -72,7 +73,7 @@ class LogScanner:
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self._FIELDS}
         data.update(path=str(self.path), carry=self.carry.decode("latin-1"), table=self.table.to_json(),
-                    ranks=sorted(self.ranks))
+                    hf_table=self.hf_table.to_json(), ranks=sorted(self.ranks))
         return data
 
     @classmethod
@@ -82,6 +83,7 @@ class LogScanner:
             setattr(scanner, name, data[name])
         scanner.carry = str(data["carry"]).encode("latin-1")
         scanner.table = MetricTable.from_json(data["table"])
+        scanner.hf_table = MetricTable.from_json(data["hf_table"])
         scanner.ranks = set(data["ranks"])
         return scanner
 
@@ -144,12 +146,15 @@ class LogScanner:
         self._probe(buf, max(lo, hi - PROBE_BYTES), hi)
         found: dict[int, int] = {}
         dense = False
+        lines = 0  # counted once, when the hits suggest a dense chunk
         for needle in (*ALWAYS_NEEDLES[:2], *(n.encode("latin-1") for n in self.needles)):
             find = buf.find
             pos = find(needle, lo, hi)
             while pos != -1 and not dense:
                 pos = find(needle, _line_at(buf, pos, found, lo, hi), hi)
-                dense = len(found) > 2048 and len(found) * 4 > buf.count(b"\n", lo, hi)
+                if len(found) > 2048:
+                    lines = lines or buf.count(b"\n", lo, hi)
+                    dense = len(found) * 4 > lines
         pos = buf.find(_TB_START, lo, hi)
         while pos != -1:
             start = buf.rfind(b"\n", lo, pos) + 1 or lo
@@ -174,7 +179,9 @@ class LogScanner:
                 found: dict[int, int] = {}
                 end = _line_at(buf, pos, found, lo, hi)
                 start = next(iter(found))
-                if parse_line(bytes(buf[start:end]).decode("utf-8", "replace")).kind == "metrics":
+                line = bytes(buf[start:end])
+                covered = b"{" in line or b"|" in line  # the always-on needles find this line already
+                if not covered and parse_line(line.decode("utf-8", "replace")).kind == "metrics":
                     self.needles.append(name)
                     break
                 pos = buf.find(needle, end, hi)
@@ -233,7 +240,8 @@ class LogScanner:
             if record.total:
                 self.progress["total"] = record.total
             step = self._step_of(record)
-            self.table.add(step, record.values, record.time)
+            target = self.hf_table if record.fmt == "hf" and record.step is None and self.epoch_x else self.table
+            target.add(step, record.values, record.time)
 
     def _step_of(self, record: LogRecord) -> float:
         """The record's step. HF Trainer dicts have none: their x is the epoch, turned into steps by
@@ -259,6 +267,23 @@ class LogScanner:
         if not self.epoch_x or not self.last_epoch or not self.progress.get("step"):
             return None
         return float(self.progress["step"]) / self.last_epoch
+
+    def metric_table(self) -> MetricTable:
+        """All metrics on a step axis: HF dicts' epochs turned into steps (kept as epochs without a bar)."""
+        if not self.hf_table.records:
+            return self.table
+        hf = self.hf_table.in_steps(self.steps_per_epoch())
+        if not self.steps_per_epoch():
+            hf.max_step = -1  # epochs, not steps: no step count to report
+        if not self.table.records:
+            return hf
+        merged = MetricTable.from_json(self.table.to_json())
+        for key, stats in hf.metrics.items():
+            if key not in merged.metrics or merged.metrics[key].count < stats.count:
+                merged.metrics[key] = stats
+        merged.records += hf.records
+        merged.skipped += hf.skipped
+        return merged
 
     def _keep_traceback(self, record: LogRecord) -> None:
         """The first four tracebacks (the root cause is usually first) and the latest one."""

@@ -33,22 +33,26 @@ class MetricStats:
         self.stride = 1
 
     def add(self, step: float, value: float) -> None:
-        if self.count and step < self.last[0]:
+        # The hot path of a summary (once per value): compare against the stored pairs, allocate one tuple.
+        count = self.count
+        point = (step, value)
+        if count == 0:
+            self.first = point
+        elif step < self.last[0]:
             # A resumed run replays the steps after its checkpoint: the curve keeps the newer values.
             del self.series[bisect.bisect_left(self.series, (step, float("-inf"))) :]
-        if self.count == 0:
-            self.first = (step, value)
-        self.last = (step, value)
+        self.last = point
         if value < self.lo[1]:
-            self.lo = (step, value)
+            self.lo = point
         if value > self.hi[1]:
-            self.hi = (step, value)
-        if self.count % self.stride == 0:
-            self.series.append((step, value))
-            if len(self.series) >= 2 * MAX_POINTS:
-                del self.series[1::2]
+            self.hi = point
+        if count % self.stride == 0:
+            series = self.series
+            series.append(point)
+            if len(series) >= 2 * MAX_POINTS:
+                del series[1::2]
                 self.stride *= 2
-        self.count += 1
+        self.count = count + 1
 
     def best(self, key: str) -> tuple[float, float] | None:
         """(step, value) of the best value, or None for a metric without a direction (lr, epoch...)."""
@@ -106,10 +110,11 @@ class MetricTable:
             if self.first_time is None:
                 self.first_time = stamp
             self.last_time = stamp
+        metrics = self.metrics
         for key, value in values.items():
-            stats = self.metrics.get(key)
+            stats = metrics.get(key)
             if stats is None:
-                stats = self.metrics[key] = MetricStats()
+                stats = metrics[key] = MetricStats()
             stats.add(step, value)
 
     def in_steps(self, factor: float | None) -> MetricTable:

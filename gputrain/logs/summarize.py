@@ -187,10 +187,8 @@ def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], list[dict[str, 
 
 def _log_table(scanners: list[LogScanner]) -> MetricTable:
     """The table of the log with the most metric records, its x axis in steps (HF dicts log epochs)."""
-    best = max(scanners, key=lambda s: s.table.records, default=None)
-    if best is None:
-        return MetricTable()
-    return best.table.in_steps(best.steps_per_epoch()) if best.epoch_x else best.table
+    best = max(scanners, key=lambda s: s.table.records + s.hf_table.records, default=None)
+    return MetricTable() if best is None else best.metric_table()
 
 
 def _iso(stamp: float | None) -> str | None:
