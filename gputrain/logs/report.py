@@ -103,7 +103,8 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
                  if v is not None]
         rows.append(("cause", f"{cause['label']}: " + ", ".join(facts)))
     if summary.get("sampled"):
-        rows.append(("note", f"dense log: {summary['sampled']['lines_skipped']:,} lines sampled out; "
+        skipped = summary["sampled"]["bytes_skipped"] / 2**20
+        rows.append(("note", f"large dense log: sampled ({skipped:,.0f} MiB of metric lines not read); "
                              "min/max/best are over the lines read, last values exact"))
     if summary.get("result"):
         nums = {k: v for k, v in summary["result"].items() if isinstance(v, (int, float))}

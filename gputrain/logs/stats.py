@@ -98,7 +98,7 @@ class MetricTable:
     def __init__(self) -> None:
         self.metrics: dict[str, MetricStats] = {}
         self.records = 0
-        self.skipped = 0  # lines of dense stretches left out of the statistics (sampled)
+        self.skipped = 0  # bytes of dense stretches left out of the statistics (sampled)
         self.max_step = -1
         self.first_time: float | None = None
         self.last_time: float | None = None

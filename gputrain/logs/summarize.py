@@ -294,7 +294,7 @@ def _build(
         if plan
         else None,
         "rl": rl,
-        "sampled": {"lines_skipped": table.skipped} if table.skipped else None,
+        "sampled": {"bytes_skipped": table.skipped} if table.skipped else None,
         "steps": {"done": done if done >= 0 else None, "planned": planned},
         "steps_per_hour": steps_per_hour,
         "eta_s": eta,

@@ -163,3 +163,35 @@ def test_rich_output_shows_log_text_with_brackets_verbatim(tmp_path: Path, capsy
     summary = summarize(log, final=False, exit_code=None, state="FAILED", write=False)
     print_rich(summary)  # a closing tag in the failure line once raised rich.errors.MarkupError
     assert "[/cfg] in [x]" in capsys.readouterr().out
+
+
+def test_format_first_seen_after_chatter_is_found_by_its_probed_needle(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """nanoGPT lines have neither '{' nor '|': their needle is switched on when a chunk's probe sees one."""
+    monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(scan_mod, "PROBE_BYTES", 16 << 10)
+    log = tmp_path / "nanogpt.log"
+    chatter = "".join(f"n1:4242:4300 [0] NCCL INFO Channel {i % 24:02d}/24 : 0[0] -> 1[1] via P2P\n" for i in range(3000))
+    body = "".join(f"iter {i}: loss {3 - i / 1000:.4f}, time 120.00ms, mfu 30.00%\n" for i in range(1, 1001))
+    log.write_text(chatter + body)
+    s = summarize(log, write=False)
+    assert s["metrics"]["loss"]["count"] == 1000 and s["metrics"]["loss"]["last"] == 2.0
+    assert s["steps"]["done"] == 1000
+
+
+def test_large_dense_log_is_sampled_with_exact_last_values(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(scan_mod, "DENSITY_WINDOW", 16 << 10)
+    monkeypatch.setattr(scan_mod, "EXACT_FILE_BYTES", 512 << 10)
+    monkeypatch.setattr(scan_mod, "SAMPLE_LINES", 64)
+    log = tmp_path / "dense.log"
+    lines = [f"step {i}/20000 | loss {5 - i / 10000:.4f} | lr 3.000e-04" for i in range(1, 20001)]
+    log.write_text("\n".join(lines) + "\n")
+    s = summarize(log, write=False)
+    assert s["sampled"]["bytes_skipped"] > 500_000
+    loss = s["metrics"]["loss"]
+    assert (loss["last"], loss["last_step"], s["steps"]["done"]) == (3.0, 20000, 20000)
+    assert loss["first"] == 4.9999 and loss["best"] <= 3.0005  # the minimum is at the end: within the kept lines
+    assert loss["count"] < 5000  # sampled, not every line
+    assert "sampled (" in __import__("gputrain.logs.report", fromlist=["render_text"]).render_text(s)
