@@ -171,7 +171,8 @@ def test_format_first_seen_after_chatter_is_found_by_its_probed_needle(tmp_path:
     monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 64 << 10)
     monkeypatch.setattr(scan_mod, "PROBE_BYTES", 16 << 10)
     log = tmp_path / "nanogpt.log"
-    chatter = "".join(f"n1:4242:4300 [0] NCCL INFO Channel {i % 24:02d}/24 : 0[0] -> 1[1] via P2P\n" for i in range(3000))
+    chatter = "".join(f"n1:4242:4300 [0] NCCL INFO Channel {i % 24:02d}/24 : 0[0] -> 1[1] via P2P\n"
+                      for i in range(3000))
     body = "".join(f"iter {i}: loss {3 - i / 1000:.4f}, time 120.00ms, mfu 30.00%\n" for i in range(1, 1001))
     log.write_text(chatter + body)
     s = summarize(log, write=False)
