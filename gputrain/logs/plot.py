@@ -21,7 +21,7 @@ PANELS = (
     ("reward", "reward", ("/std", "reward_std", "/max", "/min", "frac_reward_zero_std", "advantages")),
     ("completion length (tokens)", "completions", ("clipped", "terminated", "min_", "max_", "/min", "/max")),
     ("learning rate", "lr", ()),
-    ("speed (throughput, step time)", "throughput", ("timing_s/", "runtime", "deepspeed/")),
+    ("speed (throughput, step time)", "throughput", ("timing_s/", "runtime", "deepspeed/", "eval_")),
     ("GPU memory (GiB)", "memory", ()),
     ("NELBO terms", "nelbo", ()),
     ("conflicts", "conflicts", ()),
