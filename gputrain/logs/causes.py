@@ -153,10 +153,13 @@ def root_cause(
     if "nccl" in events:
         return _cause("nccl", f"NCCL error: {events['nccl'][:200]}{_suffix(rank, host)}", rank=rank, host=host,
                       evidence=events["nccl"])
-    if "host_oom" in events or (exit_code in (137, -9) and ("signal" in events or "Killed" in tail)):
+    if "host_oom" in events or exit_code in (137, -9):
+        # The kernel's OOM killer sends SIGKILL (exit 137); slurmstepd says "oom_kill event" when it saw it.
+        seen = "host_oom" in events or "Killed" in tail
         evidence = events.get("host_oom") or events.get("signal")
-        return _cause("host_oom", f"killed by the host's OOM killer (SIGKILL, exit {exit_code}){_suffix(rank, host)}",
-                      rank=rank, host=host, evidence=evidence, details={"exit_code": exit_code})
+        text = "killed by the host's OOM killer" if seen else "most likely killed by the host's OOM killer"
+        return _cause("host_oom", f"{text} (SIGKILL, exit {exit_code}){_suffix(rank, host)}", rank=rank, host=host,
+                      evidence=evidence, details={"exit_code": exit_code, "oom_seen_in_log": seen})
     for kind in ("time_limit", "preempted", "cancelled"):
         if kind in events:
             return _cause(kind, LABELS[kind] + f": {events[kind][:200]}", evidence=events[kind])

@@ -103,8 +103,8 @@ def test_scheduler_state_is_the_cause_when_given(state: str, kind: str) -> None:
 
 def test_killed_exit_137_is_host_oom() -> None:
     s = run("deepspeed.log", exit_code=137)
-    assert s["root_cause"]["kind"] in ("host_oom", "signal")
-    assert "SIGKILL" in s["failure"]
+    assert s["root_cause"]["kind"] == "host_oom" and s["root_cause"]["details"]["oom_seen_in_log"] is False
+    assert s["failure"] == "most likely killed by the host's OOM killer (SIGKILL, exit 137)"
 
 
 def test_metric_catalog_directions_units_and_groups() -> None:
