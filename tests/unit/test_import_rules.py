@@ -54,6 +54,8 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
     ("train/selftest.py", "def _plan():\n    import gputrain.planner  # noqa\n", "train/ imports only the leaves"),
     ("planner/estimate.py", "def _torch():\n    import torch  # noqa\n", "Training libraries only in train/"),
     ("hardware/detect.py", "def _net():\n    import httpx  # noqa\n", "Leaves use no CLI"),
+    ("backends/local.py", "def _gpu():\n    import gputrain.hardware.catalog  # noqa\n", "backends import render"),
+    ("render/render.py", "def _jobs():\n    import gputrain.registry.store  # noqa\n", "render imports the planner"),
 ])
 def test_a_bad_import_even_inside_a_function_breaks_a_contract(tree: Path, module: str, code: str,
                                                                 contract: str) -> None:
