@@ -186,7 +186,18 @@ def logs_command(
     final: bool = typer.Option(False, "--final", help="Record the job's final state (job scripts)."),
     exit_code: int | None = typer.Option(None, "--exit-code", help="The job's exit code, with --final."),
 ) -> None:
-    """Show, follow or summarize a job's logs."""
+    """Show, follow or summarize a job's logs.
+
+    TARGET is a job id or name (from `gputrain jobs`), a job folder, or any log file (HF Trainer,
+    Lightning, verl, torchrun, tqdm).
+
+    \b
+    Examples:
+      gputrain logs 4242                     # last lines, found through the job registry
+      gputrain logs 4242 -f                  # follow until the job ends, then the summary
+      gputrain logs 4242 --rank 1 --grep reward
+      gputrain logs path/to/any.log --summary --json
+    """
     import re
 
     from gputrain.logs.follow import LineFilter
@@ -275,4 +286,5 @@ def _show_lines(paths: list[Path], line_filter: Any, n: int, scan_all: bool) -> 
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``logs`` to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
     app.command("logs")(logs_command)
