@@ -66,7 +66,9 @@ class SortedSegmentAggregator:
         # Unique keys (destination, then position) make any sort give one order; the exporter has no
         # stable sort.
         order = torch.argsort(dst * dst.shape[0] + torch.arange(dst.shape[0], device=dst.device))
-        self.src = edge_index[0].index_select(0, order)
+        # Row 0 of the gathered messages is a zero row (index 0 of the padded features below), so the
+        # prefix sums start with the empty sum without concatenating an (edges, hidden) tensor.
+        self.src = torch.cat([dst.new_zeros(1), edge_index[0].index_select(0, order) + 1])
         nodes = torch.arange(num_nodes + 1, dtype=dst.dtype, device=dst.device)
         self.bounds = lower_bound(dst.index_select(0, order), nodes)  # node v's edges: bounds[v]:bounds[v+1]
 
@@ -74,6 +76,6 @@ class SortedSegmentAggregator:
         return (self.bounds[1:] - self.bounds[:-1]).to(dtype)
 
     def neighbour_sum(self, h: torch.Tensor) -> torch.Tensor:
-        msg = h.index_select(0, self.src).double()
-        prefix = torch.cat([msg.new_zeros((1, msg.shape[1])), torch.cumsum(msg, dim=0)])  # row 0: the empty sum
+        padded = torch.cat([h.new_zeros((1, h.shape[1])), h]).double()  # cast (nodes, hidden), not edges
+        prefix = torch.cumsum(padded.index_select(0, self.src), dim=0)  # prefix[i]: sum of the first i edges
         return (prefix.index_select(0, self.bounds[1:]) - prefix.index_select(0, self.bounds[:-1])).to(h.dtype)

@@ -61,25 +61,33 @@ def network_probs(
     return at
 
 
+def beats_random(results: list[decode.GraphResult]) -> bool:
+    """Fewer colours in total than the same search from a random start, or as many and fewer moves to a
+    proper colouring at q on more graphs than not. Colours are summed, not counted per graph: on graphs
+    this small both searches mostly reach the same count, and one graph's luck must not decide."""
+    net = sum(r.colours_network_search for r in results)
+    rand = sum(r.colours_random_search for r in results)
+    moves = decode.compare_counts([r.moves_network_search for r in results], [r.moves_random_search for r in results])
+    return bool(results) and (net < rand or (net == rand and moves["fewer"] > moves["more"]))
+
+
 def goals(by_family: dict[str, dict[str, Any]], results: list[decode.GraphResult]) -> dict[str, Any]:
-    """The issue's goals, computed; nothing here is a target the code could tune itself towards."""
+    """The issue's goals, computed from the rows; nothing here is tuned towards them."""
     planted = [r for r in results if r.kind == "planted"]
     share = sum(r.colours_network_search <= r.colours_dsatur for r in planted) / max(1, len(planted))
     fewer = [f for f, s in by_family.items() if s.get("graphs") and s["colours_network_search"] < s["colours_dsatur"]]
-    vs_random = decode.compare_counts(
-        [r.colours_network_search for r in results], [r.colours_random_search for r in results]
-    )
-    moves = decode.compare_counts([r.moves_network_search for r in results], [r.moves_random_search for r in results])
-    beats = vs_random["fewer"] > vs_random["more"] or (
-        vs_random["fewer"] == vs_random["more"] and moves["fewer"] > moves["more"]
-    )
     return {
         "planted_no_more_than_dsatur_share": share,
         "planted_goal_met": bool(planted) and share >= PLANTED_GOAL,
         "families_fewer_than_dsatur": fewer,
-        "network_search_vs_random_search": vs_random,
-        "network_search_moves_vs_random_search": moves,
-        "beats_random_search": beats,
+        "beats_random_search": beats_random(results),
+        "families_beating_random_search": [f for f in by_family if beats_random([r for r in results if r.kind == f])],
+        "network_search_vs_random_search": decode.compare_counts(
+            [r.colours_network_search for r in results], [r.colours_random_search for r in results]
+        ),
+        "network_search_moves_vs_random_search": decode.compare_counts(
+            [r.moves_network_search for r in results], [r.moves_random_search for r in results]
+        ),
     }
 
 
@@ -126,7 +134,8 @@ def format_report(summaries: dict[str, dict[str, Any]], bench: list[decode.Graph
     lines.append(
         f"goals: planted no more colours than DSATUR {met['planted_no_more_than_dsatur_share']:.0%} "
         f"(goal {PLANTED_GOAL:.0%}); fewer than DSATUR on {met['families_fewer_than_dsatur'] or 'no family'}; "
-        f"beats random-seeded search: {'yes' if met['beats_random_search'] else 'NO'}"
+        f"beats random-seeded search: {'yes' if met['beats_random_search'] else 'NO'} "
+        f"(on {met['families_beating_random_search'] or 'no family'})"
     )
     return "\n".join(lines)
 
