@@ -68,6 +68,7 @@ def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path)
     assert test["graphs"] == len(result["test_graphs"]) == 64
     # The learning signal: the network's own argmax (nothing repairs it) beats random colouring by far.
     assert test["network_conflicts_per_edge"] < 0.5 * test["random_conflicts_per_edge"], test
+    assert result["network_conflicts_per_edge"] == test["network_conflicts_per_edge"]  # the job summary's line
     assert {"planted", "erdos_renyi", "mycielski", "queen"} <= set(result["summary"])
     assert {"planted_no_more_than_dsatur_share", "families_fewer_than_dsatur", "beats_random_search"} <= set(
         result["goals"]
