@@ -40,6 +40,8 @@ def test_q_search_goes_down_to_the_bound_and_up_from_an_infeasible_start() -> No
     up = fewest_colours(adj, _uniform(g.num_nodes), 5, lower_bound=1, max_moves=300, seed=0)
     assert up.tried[0] == 5 and up.colours >= 7 and up.moves_at_start == 301
     assert decode.conflicts(g, up.colouring) == 0
+    starved = fewest_colours(adj, _uniform(g.num_nodes), 3, lower_bound=1, max_moves=1, seed=0)
+    assert starved.tried[-1] <= g.num_nodes and decode.conflicts(g, starved.colouring) == 0  # ends, proper
 
 
 def test_a_perfect_seed_needs_no_moves_and_a_search_is_seeded_by_its_preferences() -> None:

@@ -144,7 +144,9 @@ def fewest_colours(
         while q > lower_bound and succeeds(q - 1):
             q -= 1
     else:
-        while not succeeds(q + 1):  # at q = max degree + 1 every conflicting node has a free colour
+        while q < n and not succeeds(q + 1):  # from q = max degree + 1 every conflicting node has a free colour
             q += 1
+        if not proper:  # a budget too small for even that: one colour per node
+            proper.append(np.arange(n, dtype=np.int64))
     best = min(proper, key=lambda c: len(np.unique(c)))
     return QSearch(colours=len(np.unique(best)), colouring=best, moves_at_start=moves_at_start, tried=tried)
