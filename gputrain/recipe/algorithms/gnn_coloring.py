@@ -71,7 +71,7 @@ class GNNColoringAlgorithm(BaseModel):
         default=10000, ge=2, description="nodes of the graph the exported model is checked on"
     )
     onnx_check_runs: int = Field(
-        default=5, ge=1, description="onnxruntime runs of that check (default session: all intra-op threads)"
+        default=20, ge=1, description="onnxruntime runs of that check (default session: all intra-op threads)"
     )
 
     @model_validator(mode="after")
