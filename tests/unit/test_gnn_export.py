@@ -40,6 +40,7 @@ def _large_graph(n: int, seed: int) -> Graph:
     return featurize(Graph("large", "erdos_renyi", n, edges, q=5, chi=None), 16, 8, seed)
 
 
+@pytest.mark.slow
 def test_onnx_equals_torch_on_10000_nodes_in_20_runs_of_a_default_session(exported) -> None:
     model, path = exported
     graph = _large_graph(10_000, 1)
