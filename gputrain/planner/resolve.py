@@ -17,7 +17,7 @@ from typing import Any
 from gputrain.contract.cluster import ClusterProfile
 from gputrain.contract.hardware import GPUFacts
 from gputrain.contract.plan import Attention, JobPlan, Precision, Target
-from gputrain.errors import PlanError, RecipeError
+from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
 from gputrain.hardware.catalog import catalog, get_gpu
 from gputrain.planner.estimate import estimate
 from gputrain.recipe.entrypoints import ENTRYPOINTS
@@ -57,7 +57,7 @@ def make_plan(
     wanted_target = target or ("slurm" if cluster_profile else "local")
     chosen_target = next((t for t in TARGETS if t == wanted_target), None)
     if chosen_target is None:
-        raise PlanError(f"unknown target {wanted_target!r}; use one of {', '.join(TARGETS)}")
+        raise PlanError(unknown_name("target", wanted_target, TARGETS))
     warnings: list[str] = []
     gpu_type = _choose_gpu(gpu, cluster_profile, warnings)
 
@@ -138,7 +138,7 @@ def _match_profile(
     for name in recipe.profiles:
         if name not in known:
             where = source.where(("profiles", name))
-            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; known: {', '.join(known)}")
+            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; " + suggestion(name, known))
     if gpu.name in recipe.profiles:
         return gpu.name, recipe.profiles[gpu.name]
     candidates = [n for n in recipe.profiles if (n == "cpu") == gpu.is_cpu]
@@ -160,7 +160,7 @@ def _choose_preset(profile: Profile | None, wanted: str | None, recipe: Recipe, 
         return None
     if wanted:
         if wanted not in profile.presets:
-            raise PlanError(f"profile {name} has no preset {wanted!r}; known: {', '.join(profile.presets)}")
+            raise PlanError(unknown_name("preset", wanted, profile.presets, hint=f"GPU profile {name}"))
         return wanted
     if profile.preset_by:
         value: Any = recipe.model_dump(mode="json")
