@@ -53,6 +53,10 @@ class RecipeError(UserError):
     """A recipe (or an override) is malformed; the message starts with ``file:line:col``."""
 
 
+class PlanFileError(UserError):
+    """A ``plan.json`` that is missing, not a plan, of another schema version, or invalid."""
+
+
 class HardwareError(UserError):
     """Unknown GPU name, or a GPU the catalog does not describe well enough for the request."""
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
 
 @dataclass
@@ -46,7 +49,7 @@ class Backend(ABC):
     name: str
 
     @abstractmethod
-    def submit(self, plan: dict[str, Any], *, logs_dir: Path, dry_run: bool = False) -> Submission:
+    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
         """Write the job folder, start the job, record it; ``dry_run`` writes the script only."""
 
     @abstractmethod

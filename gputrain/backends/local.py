@@ -12,7 +12,6 @@ its own session. Either way the supervisor records the end state and writes the 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -22,12 +21,15 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
 from gputrain.errors import GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
 LOG_FILE = "training_output.log"
 REQUEUE_EXIT_CODE = 75  # gputrain.train.runtime.signals; train/ is not imported from here
@@ -48,24 +50,22 @@ class LocalBackend(Backend):
     def __init__(self, registry: JobRegistry | None = None) -> None:
         self.registry = registry or JobRegistry()
 
-    def prepare(self, plan: Any, *, logs_dir: Path) -> Submission:
+    def prepare(self, plan: JobPlan, *, logs_dir: Path) -> Submission:
         """Write the job folder and the registry record (state PENDING); start nothing."""
         import yaml
 
         from gputrain.render import render_artifacts
 
-        data = plan.to_dict()
-        data["target"] = "local"
-        data["artifacts"] = {**data.get("artifacts", {}), "launch.sh": "launch.sh"}
+        plan = plan.model_copy(update={"target": "local", "artifacts": {**plan.artifacts, "launch.sh": "launch.sh"}})
         logs_dir = Path(logs_dir).absolute()
         stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
-        recipe = data["recipe"]
+        recipe = plan.recipe.name
         staging = logs_dir / f".staging_{recipe}_{stamp}_{uuid.uuid4().hex[:8]}"
         script = render_artifacts(plan, job_dir=None, target="local")["launch.sh"]
         files = {
             "launch.sh": script,
-            "plan.json": json.dumps(data, indent=2, sort_keys=True) + "\n",
-            "recipe.resolved.yaml": yaml.safe_dump(data["config"], sort_keys=False),
+            "plan.json": plan.to_json(),
+            "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
         }
         try:
             (staging / "checkpoints").mkdir(parents=True)
@@ -80,11 +80,11 @@ class LocalBackend(Backend):
                     job_id="",
                     backend="local",
                     recipe=recipe,
-                    recipe_path=data["recipe_path"],
+                    recipe_path=plan.recipe_path,
                     state="PENDING",
-                    gpu=data["gpu"],
-                    gpus_per_node=data["gpus_per_node"],
-                    nodes=data["nodes"],
+                    gpu=plan.gpu.name,
+                    gpus_per_node=plan.gpus_per_node,
+                    nodes=plan.nodes,
                 )
             )
         except BaseException:
@@ -103,7 +103,7 @@ class LocalBackend(Backend):
             raise GputrainError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
         return Submission(job_id=record.job_id, job_dir=job_dir, script=script)
 
-    def submit(self, plan: Any, *, logs_dir: Path, dry_run: bool = False) -> Submission:
+    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
         """Prepare and start detached (the Backend interface); ``run`` is the foreground path."""
         sub = self.prepare(plan, logs_dir=logs_dir)
         if not dry_run:

@@ -9,14 +9,13 @@ before its folder exists, and a failure at any step cancels the held job and lea
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
@@ -33,6 +32,9 @@ from gputrain.backends.slurm_parse import (
 )
 from gputrain.errors import ClusterError, GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
 _TIMEOUT_S = 90.0
 
@@ -89,23 +91,25 @@ class PreparedJob:
 
 
 
-def prepare_job(plan: Any, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None) -> PreparedJob:
+def prepare_job(
+    plan: JobPlan, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None
+) -> PreparedJob:
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
 
     from gputrain.render.render import render_sbatch
 
-    data = plan.to_dict()
     logs_dir = Path(logs_dir).absolute()
-    data["artifacts"] = {**data.get("artifacts", {}), "job.sbatch": "job.sbatch"}
+    plan = plan.model_copy(update={"artifacts": {**plan.artifacts, "job.sbatch": "job.sbatch"}})
     files = {
         "job.sbatch": render_sbatch(plan, logs_dir=logs_dir, stamp=STAMP_MARK, debug=debug),
-        "plan.json": json.dumps(data, indent=2, sort_keys=True) + "\n",
-        "recipe.resolved.yaml": yaml.safe_dump(data["config"], sort_keys=False),
+        "plan.json": plan.to_json(),
+        "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
     }
+    cluster = plan.cluster.model_dump(mode="json") if plan.cluster else {}
     return PreparedJob(
-        recipe=data["recipe"], recipe_path=data["recipe_path"], gpu=data["gpu"],
-        gpus_per_node=int(data["gpus_per_node"]), nodes=int(data["nodes"]), cluster=data.get("cluster") or {},
+        recipe=plan.recipe.name, recipe_path=plan.recipe_path, gpu=plan.gpu.name,
+        gpus_per_node=plan.gpus_per_node, nodes=plan.nodes, cluster=cluster,
         logs_dir=str(logs_dir), files=files, sweep=list(sweep or []),
     )
 
@@ -119,7 +123,7 @@ class SlurmBackend(Backend):
         self._gres_ok: set[tuple[str | None, str]] = set()  # (partition, gres) sinfo confirmed: a sweep asks once
 
     # ---- submit -------------------------------------------------------------------------------------
-    def submit(self, plan: Any, *, logs_dir: Path, dry_run: bool = False) -> Submission:
+    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
         return self.submit_prepared(prepare_job(plan, logs_dir=logs_dir, debug=self.debug), dry_run=dry_run)
 
     def submit_prepared(self, job: PreparedJob, *, dry_run: bool = False) -> Submission:

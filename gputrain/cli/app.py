@@ -39,7 +39,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "estimates and the rendered scripts."),
     CommandSpec("validate", "gputrain.cli.core", "validate", "Check recipes (schema, types, unknown keys, every "
                 "GPU profile) without planning a run."),
-    CommandSpec("schema", "gputrain.cli.core", "schema", "Print the recipe JSON Schema (for editors)."),
+    CommandSpec("schema", "gputrain.cli.core", "schema",
+                "Print the recipe JSON Schema (for editors), or with --plan the schema of plan.json."),
     CommandSpec("run", "gputrain.cli.run", "run", "Run a recipe here with torchrun (one node): job folder, "
                 "registry record, log, summary."),
     CommandSpec("submit", "gputrain.cli.slurm", "submit", "Plan a recipe for a Slurm cluster, write its job "

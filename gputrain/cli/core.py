@@ -198,13 +198,14 @@ def plan(
     if out is not None and result.target == "docker":
         from gputrain.backends.runpod.bundle import write_bundle  # the build context needs the package too
 
-        result.artifacts = {p.name: str(p) for p in write_bundle(result, out)}
+        written = {p.name: str(p) for p in write_bundle(result, out)}
     elif out is not None:
-        result.artifacts = write_outputs(result, artifacts, out)
+        written = write_outputs(result, artifacts, out)
     else:
-        result.artifacts = artifacts
+        written = artifacts
+    result = result.model_copy(update={"artifacts": written})
     if json_:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(result.to_json())
         return
     from gputrain.cli.output import warn
 
@@ -231,13 +232,21 @@ def validate(
         print(f"{path}: ok ({summary})")
 
 
-def schema() -> None:
-    """Print the recipe JSON Schema (for editors).
+def schema(
+    plan_: Annotated[bool, typer.Option("--plan", help="the schema of plan.json instead")] = False,
+) -> None:
+    """Print the recipe JSON Schema (for editors), or with --plan the schema of plan.json.
 
     \b
     Example:
       gputrain schema > recipe.schema.json
+      gputrain schema --plan > plan.schema.json
     """
+    if plan_:
+        from gputrain.contract.plan import plan_json_schema
+
+        sys.stdout.write(json.dumps(plan_json_schema(), indent=2) + "\n")
+        return
     from gputrain.recipe.schema import Recipe
 
     document = Recipe.model_json_schema()

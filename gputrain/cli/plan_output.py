@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from gputrain.atomic import write_atomic
+from gputrain.contract.plan import JobPlan
 from gputrain.errors import PlanError
-from gputrain.planner import Plan, make_plan
+from gputrain.planner import make_plan
 
 _SETTINGS = (
     ("train.batch_size", "per-GPU batch"),
@@ -32,7 +33,7 @@ def _get(config: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def _source(plan: Plan, dotted: str) -> str:
+def _source(plan: JobPlan, dotted: str) -> str:
     if dotted in ("train.precision", "train.attention"):
         return "resolved for " + plan.gpu.name
     if dotted == "train.learning_rate":
@@ -40,10 +41,9 @@ def _source(plan: Plan, dotted: str) -> str:
     return plan.provenance.get(dotted, "default")
 
 
-def print_plan(plan: Plan, *, show_scripts: bool) -> None:
-    data = plan.to_dict()
-    config = data["config"]
-    where = f" on cluster {plan.cluster['name']}" if plan.cluster else ""
+def print_plan(plan: JobPlan, *, show_scripts: bool) -> None:
+    config = plan.recipe.model_dump(mode="json")
+    where = f" on cluster {plan.cluster.name}" if plan.cluster else ""
     print(f"{plan.recipe.name}: {plan.nodes} node(s) × {plan.gpus_per_node} × {plan.gpu.name}{where} "
           f"(target {plan.target})")
     print(f"  profile: {plan.profile or '-'}   preset: {plan.preset or '-'}   global batch: "
@@ -56,23 +56,23 @@ def print_plan(plan: Plan, *, show_scripts: bool) -> None:
         if isinstance(value, float):
             value = f"{value:.4g}"
         print(f"  {label:<20} {value!s:<12} {_source(plan, dotted)}")
-    est = data["estimate"]
+    est = plan.estimate
     print("\nestimate")
-    if est["memory_gib_per_gpu"] is not None:
-        parts = ", ".join(f"{k} {v:g}" for k, v in est["memory_breakdown"].items())
-        cap = f" of {est['capacity_gib']:g}" if est["capacity_gib"] else ""
-        print(f"  memory per GPU       {est['memory_gib_per_gpu']:g}{cap} GiB ({parts})")
-    if est["step_seconds"] is not None:
-        print(f"  step time            {est['step_seconds']:.3g} s at {est['mfu'] * 100:.2g}% MFU")
-    if est["total_steps"] is not None:
-        print(f"  steps                {est['total_steps']}")
-    hours = plan.estimate.total_hours
+    if est.memory_gib_per_gpu is not None:
+        parts = ", ".join(f"{k} {round(v, 2):g}" for k, v in est.memory_breakdown.items())
+        cap = f" of {est.capacity_gib:g}" if est.capacity_gib else ""
+        print(f"  memory per GPU       {round(est.memory_gib_per_gpu, 2):g}{cap} GiB ({parts})")
+    if est.step_seconds is not None:
+        print(f"  step time            {est.step_seconds:.3g} s at {est.mfu * 100:.2g}% MFU")
+    if est.total_steps is not None:
+        print(f"  steps                {est.total_steps}")
+    hours = est.total_hours
     if hours is not None:
         shown = f"{hours:.3g} h" if hours >= 1 else f"{hours * 60:.3g} min"
         print(f"  wall time            {shown}")
-    if est["cost_usd"] is not None:
-        print(f"  cost                 ${est['cost_usd']:,.2f} ({plan.world_size} GPUs × "
-              f"${est['gpu_hourly_usd']:g}/GPU-hour; {plan.gpu.price_source})")
+    if est.cost_usd is not None:
+        print(f"  cost                 ${est.cost_usd:,.2f} ({plan.world_size} GPUs × "
+              f"${est.gpu_hourly_usd:g}/GPU-hour; {plan.gpu.price_source})")
     for name, text in plan.artifacts.items():
         if show_scripts:
             print(f"\n# ---- {name} ----")
@@ -84,7 +84,7 @@ def print_plan(plan: Plan, *, show_scripts: bool) -> None:
 
 
 
-def write_outputs(plan: Plan, artifacts: dict[str, str], out: Path) -> dict[str, str]:
+def write_outputs(plan: JobPlan, artifacts: dict[str, str], out: Path) -> dict[str, str]:
     """Write scripts, ``plan.json`` and ``recipe.resolved.yaml``; returns {name: path}."""
     import yaml
 
@@ -94,14 +94,17 @@ def write_outputs(plan: Plan, artifacts: dict[str, str], out: Path) -> dict[str,
         write_atomic(path, text, 0o755 if name.endswith(".sh") or name.endswith(".sbatch") else 0o644)
         written[name] = str(path)
     resolved = out / "recipe.resolved.yaml"
-    write_atomic(resolved, yaml.safe_dump(plan.to_dict()["config"], sort_keys=False))
+    write_atomic(resolved, yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False))
     written["recipe.resolved.yaml"] = str(resolved)
     plan_path = out / "plan.json"
-    data = plan.to_dict()
-    data["artifacts"] = {**written, "plan.json": str(plan_path)}
-    write_atomic(plan_path, json.dumps(data, indent=2) + "\n")
+    saved = plan.model_copy(update={"artifacts": {**written, "plan.json": str(plan_path)}})
+    write_atomic(plan_path, saved.to_json())
     written["plan.json"] = str(plan_path)
     return written
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_json: bool) -> None:
@@ -124,9 +127,9 @@ def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_jso
             "gpu": name, "profile": plan.profile, "preset": plan.preset, "precision": plan.precision,
             "attention": plan.attention, "batch_per_gpu": plan.recipe.train.batch_size,
             "global_batch_size": plan.global_batch_size, "learning_rate": plan.learning_rate,
-            "memory_gib_per_gpu": est.to_dict()["memory_gib_per_gpu"], "fits": est.fits,
-            "step_seconds": est.to_dict()["step_seconds"], "total_hours": est.to_dict()["total_hours"],
-            "cost_usd": est.to_dict()["cost_usd"],
+            "memory_gib_per_gpu": _rounded(est.memory_gib_per_gpu, 2), "fits": est.fits,
+            "step_seconds": _rounded(est.step_seconds, 4), "total_hours": _rounded(est.total_hours, 3),
+            "cost_usd": _rounded(est.cost_usd, 2),
         })
     if as_json:
         print(json.dumps(rows, indent=2))

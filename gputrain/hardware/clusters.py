@@ -17,57 +17,18 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
+from gputrain.contract.cluster import ClusterProfile, GresStyle
 from gputrain.errors import ClusterProfileError, unknown_name
 
-GresStyle = Literal["typed", "plain", "gpus-per-node"]
-_TIME_RE = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
-
-class ClusterProfile(BaseModel):
-    """One Slurm site. Values are rendered shell-quoted into ``#SBATCH`` lines; nothing here is a secret."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    description: str = ""
-    gpu: str | None = Field(None, description="canonical catalog GPU name, e.g. V100-32GB")
-    gpus_per_node: int = Field(1, ge=0)
-    gres_type: str | None = None
-    gres_style: GresStyle = "typed"
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    memory_gb: int | None = Field(None, ge=1)
-    max_time: str | None = "12:00:00"
-    cpus_per_gpu: int | None = Field(None, ge=1)
-    setup: list[str] = Field(default_factory=list)
-    sbatch_extra: list[str] = Field(default_factory=list)
-    signal_seconds: int = Field(120, ge=0)
-    max_requeues: int = Field(3, ge=0)
-
-    @field_validator("max_time")
-    @classmethod
-    def _check_time(cls, value: str | None) -> str | None:
-        if value is not None and not _TIME_RE.match(value):
-            raise ValueError(f"max_time {value!r} is not HH:MM:SS (or D-HH:MM:SS)")
-        return value
-
-    def gres_option(self, gpus: int) -> str | None:
-        """The sbatch option asking for ``gpus`` GPUs per node in this site's spelling (None: no GPUs)."""
-        if gpus <= 0:
-            return None
-        if self.gres_style == "gpus-per-node":
-            kind = f"{self.gres_type}:" if self.gres_type else ""
-            return f"--gpus-per-node={kind}{gpus}"
-        if self.gres_style == "typed" and self.gres_type:
-            return f"--gres=gpu:{self.gres_type}:{gpus}"
-        return f"--gres=gpu:{gpus}"
+__all__ = ["BUILTIN_CLUSTERS", "ClusterProfile", "GresStyle", "config_path", "list_clusters", "load_cluster"]
 
 
 BUILTIN_CLUSTERS: dict[str, dict[str, Any]] = {
@@ -174,8 +135,7 @@ def _directive(what: str, value: Any) -> str:
 
 
 def sbatch_settings(
-    cluster: dict[str, Any] | None,
-    plan: dict[str, Any],
+    plan: JobPlan,
     *,
     logs_dir: str = "logs",
     stamp: str | None = None,
@@ -191,16 +151,15 @@ def sbatch_settings(
     import sys
     from datetime import datetime
 
-    profile = ClusterProfile.model_validate(cluster or {"name": "default"})
-    config = plan["config"]
-    res = config.get("resources", {})
-    gpus = int(plan["gpus_per_node"])
-    nodes = int(plan["nodes"])
-    time = res.get("time") or profile.max_time or "12:00:00"
+    profile = plan.cluster or ClusterProfile(name="default")
+    res = plan.recipe.resources
+    gpus = plan.gpus_per_node
+    nodes = plan.nodes
+    time = res.time
     if profile.max_time and _seconds(time) > _seconds(profile.max_time):
         time = profile.max_time
-    cpus = profile.cpus_per_gpu or res.get("cpus_per_gpu") or 1
-    gres = None if plan["gpu"] == "cpu" else profile.gres_option(gpus)
+    cpus = profile.cpus_per_gpu or res.cpus_per_gpu
+    gres = None if plan.gpu.is_cpu else profile.gres_option(gpus)
     site = [
         f"--{opt}={_directive(opt, getattr(profile, opt))}"
         for opt in ("partition", "account", "qos", "constraint")
@@ -211,13 +170,13 @@ def sbatch_settings(
             raise ClusterProfileError(f"cluster {profile.name!r}: setup/sbatch_extra lines must be single lines")
     return {
         "cluster_name": profile.name,
-        "job_name": _directive("recipe name", plan["recipe"]),
+        "job_name": _directive("recipe name", plan.recipe.name),
         "nodes": nodes,
         "gpus_per_node": gpus,
         "ntasks_per_node": max(gpus, 1),
         "cpus_per_task": int(cpus),
         "gres_option": gres,
-        "memory_gb": res.get("memory_gb") or profile.memory_gb,
+        "memory_gb": res.memory_gb or profile.memory_gb,
         "time": _directive("time", time),
         "site_options": site,
         "sbatch_extra": list(profile.sbatch_extra),

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
-from gputrain.errors import LogError
+from gputrain.errors import GputrainError, LogError
 from gputrain.logs.catalog import group_rank
 from gputrain.logs.causes import root_cause
 from gputrain.logs.classify import PRIORITY, classify_failure
@@ -29,6 +30,9 @@ from gputrain.logs.scan import LogScanner
 from gputrain.logs.schema import METRICS_FILE, validate_record
 from gputrain.logs.stats import MetricTable
 from gputrain.logs.views import SCHEDULER_FAILURES, curve_keys, metric_entry, rl_view, traceback_for
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
 STATE_FILE = ".summary_state.json"
 STATE_VERSION = 2
@@ -136,7 +140,7 @@ def summarize(
         before = cursor.offset
         cursor.scan()
         changed = changed or cursor.offset != before
-    plan = _read_json(path / "plan.json") if job_dir else None
+    plan = read_plan(job_dir) if job_dir else None
     prior_final = saved.get("final")
     if final:
         events, _, _ = _events(scanners)
@@ -186,6 +190,20 @@ def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], list[dict[str, 
     return events, tracebacks, "\n".join(tails)
 
 
+def read_plan(job_dir: Path) -> JobPlan | None:
+    """The job's plan through the contract; a plan.json it cannot read (another gputrain's, damaged) gives
+    a summary without plan facts and one warning line, never a failure: foreign logs must summarize."""
+    if not (job_dir / "plan.json").exists():
+        return None
+    from gputrain.contract.plan import load_job_plan
+
+    try:
+        return load_job_plan(job_dir / "plan.json")
+    except GputrainError as exc:
+        print(f"gputrain: warning: {exc} (summary without plan information)", file=sys.stderr)
+        return None
+
+
 def _log_table(scanners: list[LogScanner]) -> MetricTable:
     """The table of the log with the most metric records, its x axis in steps (HF dicts log epochs)."""
     best = max(scanners, key=lambda s: s.table.records + s.hf_table.records, default=None)
@@ -201,7 +219,7 @@ def _build(
     job_dir: Path | None,
     scanners: list[LogScanner],
     cursor: MetricsCursor | None,
-    plan: dict[str, Any] | None,
+    plan: JobPlan | None,
     final: dict[str, Any] | None,
     state: str | None,
     now: float,
@@ -211,9 +229,6 @@ def _build(
     progress: dict[str, float] = {}
     for scanner in scanners:
         progress.update(scanner.progress)
-    plan = plan or {}
-    config = plan.get("config") or {}
-    estimate = plan.get("estimate") or {}
 
     exit_code = final.get("exit_code") if final else None
     scheduler_state = state if state in SCHEDULER_FAILURES else None
@@ -241,7 +256,7 @@ def _build(
 
     done = max(table.max_step, int(progress.get("step", -1)))
     planned = (
-        estimate.get("total_steps") or (config.get("train") or {}).get("max_steps") or progress.get("total")
+        (plan and (plan.estimate.total_steps or plan.recipe.train.max_steps)) or progress.get("total")
     )
     planned = int(planned) if planned else None
     steps_per_hour = None
@@ -254,8 +269,8 @@ def _build(
     if not ended and planned and steps_per_hour and done >= 0:
         eta = max(0.0, (planned - done) / steps_per_hour * 3600)
 
-    gpus = int(plan.get("gpus_per_node") or 0) * int(plan.get("nodes") or 1)
-    rate = estimate.get("gpu_hourly_usd")
+    gpus = plan.world_size if plan else 0
+    rate = plan.estimate.gpu_hourly_usd if plan else None
     gpu_hours = duration / 3600 * gpus if duration is not None and gpus else None
     rl = rl_view(table)
     metrics = {key: metric_entry(key, table, rl is not None) for key in sorted(table.metrics, key=group_rank)}
@@ -272,7 +287,7 @@ def _build(
     return {
         "version": STATE_VERSION,
         "target": str(path),
-        "name": plan.get("recipe") or (job_dir.name if job_dir else path.name),
+        "name": plan.recipe.name if plan else (job_dir.name if job_dir else path.name),
         "job_dir": str(job_dir) if job_dir else None,
         "state": state,
         "final": final is not None,
@@ -287,10 +302,10 @@ def _build(
         "end": _iso(end),
         "duration_s": duration,
         "hardware": {
-            "gpu": plan.get("gpu"),
-            "gpus_per_node": plan.get("gpus_per_node"),
-            "nodes": plan.get("nodes"),
-            "world_size": plan.get("world_size"),
+            "gpu": plan.gpu.name,
+            "gpus_per_node": plan.gpus_per_node,
+            "nodes": plan.nodes,
+            "world_size": plan.world_size,
         }
         if plan
         else None,

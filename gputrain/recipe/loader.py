@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gputrain.errors import RecipeError
+from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe, algorithm_model
 
 Key = tuple[str, ...]
@@ -218,10 +219,7 @@ def _field_is_string(key: Key, data: Mapping[str, Any]) -> bool:
     parts = list(key)
     if parts and parts[0] == "algorithm":
         entry = data.get("entrypoint")
-        try:
-            model = algorithm_model(entry) if isinstance(entry, str) else None
-        except (KeyError, ImportError):
-            model = None
+        model = algorithm_model(entry) if isinstance(entry, str) and entry in ENTRYPOINTS else None
         parts = parts[1:]
     for i, part in enumerate(parts):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -253,22 +251,12 @@ def _unwrap_model(annotation: Any) -> Any:
 
 
 def validate_source(source: RecipeSource) -> Recipe:
-    """Validate raw data into a :class:`Recipe`; the first problem becomes a one-line RecipeError."""
+    """Validate raw data into a :class:`Recipe` (its ``algorithm:`` typed by the entrypoint's model); the
+    first problem becomes a one-line RecipeError."""
     try:
-        recipe = Recipe.model_validate(source.data)
+        return Recipe.model_validate(source.data)
     except ValidationError as exc:
-        raise _as_recipe_error(exc, source, Recipe, ()) from None
-    try:
-        algo_cls = algorithm_model(recipe.entrypoint)
-    except ImportError as exc:
-        where = source.where(("entrypoint",))
-        raise RecipeError(f"{where}: entrypoint {recipe.entrypoint!r} is not installed ({exc})") from None
-    try:
-        algo = algo_cls.model_validate(recipe.algorithm)
-    except ValidationError as exc:
-        raise _as_recipe_error(exc, source, algo_cls, ("algorithm",)) from None
-    recipe.algorithm = algo.model_dump(mode="json")
-    return recipe
+        raise _as_recipe_error(exc, source) from None
 
 
 def load_recipe(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Recipe, RecipeSource]:
@@ -276,13 +264,17 @@ def load_recipe(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Recipe
     return validate_source(source), source
 
 
-def _as_recipe_error(exc: ValidationError, source: RecipeSource, model: type[BaseModel], prefix: Key) -> RecipeError:
+def _as_recipe_error(exc: ValidationError, source: RecipeSource) -> RecipeError:
     errors = exc.errors()
     # An unknown key often causes a "missing" error for the field it misspells; the unknown key (with its
     # "did you mean" hint) is the one worth showing.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = tuple(str(p) for p in first["loc"])
-    key = (*prefix, *loc)
+    key = tuple(str(p) for p in first["loc"])
+    model: type[BaseModel] = Recipe
+    loc = key
+    entry = source.data.get("entrypoint")
+    if key[:1] == ("algorithm",) and len(key) > 1 and isinstance(entry, str) and entry in ENTRYPOINTS:
+        model, loc = algorithm_model(entry), key[1:]  # "did you mean" among the entrypoint's own fields
     dotted = ".".join(key) or "(recipe)"
     if first["type"] == "extra_forbidden":
         hint = _did_you_mean(model, loc)

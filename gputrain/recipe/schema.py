@@ -2,7 +2,8 @@
 
 Every model forbids unknown keys, so a typo (``batch_sise``) is an error with a hint instead of a silently
 ignored setting. The ``algorithm`` section differs per entrypoint; it is validated by the model that
-``gputrain.recipe.entrypoints`` names for the recipe's entrypoint and stored back with its defaults filled.
+``gputrain.recipe.entrypoints`` names for the recipe's entrypoint and kept as that typed model
+(:data:`AlgorithmSettings`), so a training reads ``recipe.algorithm.num_generations``, not a dict.
 ``profiles`` hold partial recipes; they are checked in full only after the planner merges one in.
 """
 
@@ -12,9 +13,17 @@ import importlib
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
+
+#: The ``algorithm:`` settings of any entrypoint; which one a recipe holds is decided by its entrypoint
+#: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
+AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GRPOAlgorithm
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -140,7 +149,11 @@ class Recipe(Strict):
     model: ModelSpec
     data: DataSpec = Field(default_factory=DataSpec)
     train: TrainSpec
-    algorithm: dict[str, Any] = Field(default_factory=dict)
+    algorithm: AlgorithmSettings = Field(
+        default_factory=dict,  # turned into the entrypoint's model by the validator below
+        validate_default=True,
+        description="settings of the entrypoint's algorithm (the model named in gputrain.recipe.entrypoints)",
+    )
     memory: MemorySpec = Field(default_factory=MemorySpec)
     distributed: DistributedSpec = Field(default_factory=DistributedSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -156,6 +169,19 @@ class Recipe(Strict):
         if value not in ENTRYPOINTS:
             raise ValueError(f"unknown entrypoint {value!r}; known: {', '.join(sorted(ENTRYPOINTS))}")
         return value
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _algorithm_of_entrypoint(cls, value: Any, info: ValidationInfo) -> Any:
+        entrypoint = info.data.get("entrypoint")
+        if entrypoint not in ENTRYPOINTS:
+            return value  # an unknown entrypoint is reported on its own field
+        model = algorithm_model(entrypoint)
+        if type(value) is model:
+            return value
+        if isinstance(value, BaseModel):  # another entrypoint's settings: checked field by field
+            value = value.model_dump()
+        return model.model_validate(value)
 
     @field_validator("env")
     @classmethod
@@ -177,7 +203,7 @@ class Recipe(Strict):
 
 
 def algorithm_model(entrypoint: str) -> type[BaseModel]:
-    """Import the ``algorithm:`` model of an entrypoint (lazily: most commands never need it)."""
+    """The ``algorithm:`` model of an entrypoint (``ENTRYPOINTS`` names it as "module:Class")."""
     target = ENTRYPOINTS[entrypoint].algorithm
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)

@@ -23,7 +23,7 @@ from gputrain.resources import templates_dir
 if TYPE_CHECKING:
     import jinja2
 
-    from gputrain.planner import Plan
+    from gputrain.contract.plan import JobPlan
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -126,45 +126,43 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     return env
 
 
-def template_context(plan: Plan, job_dir: str | Path | None = None) -> dict[str, Any]:
+def template_context(plan: JobPlan, job_dir: str | Path | None = None) -> dict[str, Any]:
     """What every template sees. Secrets appear by name only."""
-    data = plan.to_dict()
-    config = data["config"]
-    for name in config["secrets"]:
+    recipe = plan.recipe
+    for name in recipe.secrets:
         if not _NAME_RE.match(name):
             raise RenderError(f"secret name {name!r} is not an environment variable name")
     plan_path = f"{job_dir}/plan.json" if job_dir else "plan.json"
     return {
-        "plan": data,
-        "config": config,
-        "recipe": plan.recipe.name,
+        "recipe": recipe.name,
+        "recipe_path": plan.recipe_path,
         "module": plan.module,
         "gpu": plan.gpu.name,
         "gpus_per_node": plan.gpus_per_node,
         "nodes": plan.nodes,
         "world_size": plan.world_size,
-        "cluster": data["cluster"],
-        "env": config["env"],
-        "secrets": config["secrets"],
+        "env": dict(recipe.env),
+        "secrets": list(recipe.secrets),
         "job_dir": str(job_dir) if job_dir else None,
         "plan_path": plan_path,
         "version": __version__,
     }
 
 
-def render_sbatch(plan: Plan, *, logs_dir: str | Path = "logs", stamp: str | None = None, debug: bool = False) -> str:
+def render_sbatch(
+    plan: JobPlan, *, logs_dir: str | Path = "logs", stamp: str | None = None, debug: bool = False
+) -> str:
     """The job script ``gputrain submit`` sends (``plan --cluster`` shows the same text, stamped now)."""
     import os
     import time
 
     from gputrain.hardware.clusters import sbatch_settings
 
-    data = plan.to_dict()
-    if data["cluster"] is None:
+    if plan.cluster is None:
         raise RenderError("the slurm target needs a cluster profile: pass --cluster NAME")
     context = template_context(plan)
     context["slurm"] = sbatch_settings(
-        data["cluster"], data, logs_dir=str(logs_dir), stamp=stamp or time.strftime("%Y%m%d_%H%M%S"),
+        plan, logs_dir=str(logs_dir), stamp=stamp or time.strftime("%Y%m%d_%H%M%S"),
         workdir=os.getcwd(), debug=debug,
     )
     return render_template("sbatch.j2", context)
@@ -181,7 +179,7 @@ def render_template(name: str, context: Mapping[str, Any]) -> str:
         raise RenderError(f"template {name}: {exc.message}") from None
 
 
-def render_artifacts(plan: Plan, job_dir: str | Path | None = None, target: str | None = None) -> dict[str, str]:
+def render_artifacts(plan: JobPlan, job_dir: str | Path | None = None, target: str | None = None) -> dict[str, str]:
     """Render every script the plan's target needs: ``{file name: text}``."""
     target = target or plan.target
     if target == "slurm":

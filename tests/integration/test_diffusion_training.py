@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.plans import write_plan
+
 pytest.importorskip("torch")
 
 pytestmark = pytest.mark.integration
@@ -42,8 +44,7 @@ def cpu_config(entry: str, algorithm: dict[str, Any] | None = None, **train: Any
 def launch(job: Path, config: dict[str, Any]) -> subprocess.Popen[str]:
     if shutil.which("torchrun") is None and os.environ.get("CI") != "true":
         pytest.skip("torchrun not installed")
-    job.mkdir(exist_ok=True)
-    (job / "plan.json").write_text(json.dumps({"config": config, "precision": "fp32"}))
+    write_plan(job, config)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", f"gputrain.train.{config['entrypoint']}", "--plan", str(job / "plan.json"), "--job-dir", str(job)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}

@@ -237,7 +237,7 @@ def test_run_stopped_by_max_steps_mid_epoch_continues_that_epoch(tmp_path: Path)
     assert max(_curves(job)["loss"]) == 20 and 20 % per_epoch != 0  # stopped inside epoch 2
 
     plan = json.loads((job / "plan.json").read_text())
-    plan["config"]["train"]["max_steps"] = None
+    plan["recipe"]["train"]["max_steps"] = None
     (job / "plan.json").write_text(json.dumps(plan))
     run = _torchrun_job(job)
     out, _ = run.communicate(timeout=300)

@@ -86,10 +86,10 @@ def test_grpo_code_preempted_then_resumes(tmp_path: Path) -> None:
     sets = ["train.max_steps=12", "train.save_every=100", "train.eval_every=100"]
     plan = make_plan(
         REPO / "recipes" / "grpo_code_mbpp.yaml", gpu="cpu", gpus_per_node=2, nodes=1, overrides=sets, target="local"
-    ).to_dict()
+    )
     job = tmp_path / "job"
     job.mkdir()
-    (job / "plan.json").write_text(json.dumps(plan))
+    (job / "plan.json").write_text(plan.to_json())
     cmd = [
         sys.executable,
         "-m",

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from gputrain.cli.logs import register
 from gputrain.errors import LogError
+from gputrain.planner import make_plan
+from tests.conftest import RECIPES
 
 DATA = Path(__file__).parent / "data" / "logs"
 
@@ -34,8 +36,7 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
 def job_dir(tmp_path: Path, log: str = "oom_torchrun.log") -> Path:
     job = tmp_path / "selftest_job_7_20261121_100000"
     job.mkdir()
-    (job / "plan.json").write_text(json.dumps({"recipe": "selftest", "gpu": "cpu", "gpus_per_node": 2,
-                                               "nodes": 1, "estimate": {"gpu_hourly_usd": 0.0}}))
+    (job / "plan.json").write_text(make_plan(RECIPES / "selftest.yaml", gpu="cpu", gpus_per_node=2).to_json())
     shutil.copy(DATA / log, job / "training_output.log")
     return job
 

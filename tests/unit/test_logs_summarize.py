@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 
 from gputrain.errors import LogError
+from gputrain.hardware.catalog import get_gpu
 from gputrain.logs import scan as scan_mod
 from gputrain.logs.schema import MetricsWriter, format_step_line
 from gputrain.logs.summarize import STATE_FILE, summarize
+from gputrain.planner import make_plan
+from tests.conftest import RECIPES
 
 DATA = Path(__file__).parent / "data" / "logs"
+H100_USD = get_gpu("H100").price_usd_hour
 T0 = 1_763_700_000.0
 
 
@@ -21,9 +25,9 @@ def make_job(tmp_path: Path, log: str = "oom_torchrun.log", steps: int = 20) -> 
     job = tmp_path / "gnn_coloring_job_42_20261121_100000"
     (job / "checkpoints" / "step_000010").mkdir(parents=True)
     (job / "checkpoints" / "step_000020").mkdir()
-    plan = {"recipe": "gnn_coloring", "gpu": "H100-80GB", "gpus_per_node": 4, "nodes": 2, "world_size": 8,
-            "estimate": {"total_steps": 100, "gpu_hourly_usd": 2.5}, "config": {"train": {"max_steps": 100}}}
-    (job / "plan.json").write_text(json.dumps(plan))
+    plan = make_plan(RECIPES / "gnn_coloring.yaml", gpu="H100", gpus_per_node=4, nodes=2,
+                     overrides=["train.max_steps=100"])
+    (job / "plan.json").write_text(plan.to_json())
     with MetricsWriter(job / "metrics.jsonl") as writer:
         for step in range(steps):
             writer.log(step, time=T0 + 36 * step, loss=4.0 / (step + 1), tokens_per_s=1000.0 + step,
@@ -44,7 +48,7 @@ def test_failed_job_summary_has_cause_progress_cost_and_files(tmp_path: Path) ->
     assert s["eta_s"] is None  # ended: no ETA
     assert s["duration_s"] == pytest.approx(3600.0)
     assert s["cost"]["gpu_hours"] == pytest.approx(8.0)
-    assert s["cost"]["usd"] == pytest.approx(20.0)
+    assert s["cost"]["usd"] == pytest.approx(8.0 * H100_USD)
     assert s["peak_gpu_mem_gib"] == 39.0
     assert s["throughput"]["tokens_per_s"] == pytest.approx(1009.5)
     loss = s["metrics"]["loss"]
@@ -55,7 +59,8 @@ def test_failed_job_summary_has_cause_progress_cost_and_files(tmp_path: Path) ->
     on_disk = json.loads((job / "summary.json").read_text())
     assert on_disk["state"] == "FAILED" and on_disk["final"] is True
     text = (job / "job_summary.txt").read_text()
-    assert "FAILED (exit 1)" in text and "CUDA out of memory" in text and "8.00 GPU-h ≈ $20.00" in text
+    assert "FAILED (exit 1)" in text and "CUDA out of memory" in text
+    assert f"8.00 GPU-h ≈ ${8 * H100_USD:.2f}" in text
     assert "last traceback:" in text
     assert not [p for p in job.iterdir() if p.name.startswith(".") and p.name != STATE_FILE]  # no temp files
     pytest.importorskip("matplotlib")
@@ -196,3 +201,14 @@ def test_large_dense_log_is_sampled_with_exact_last_values(tmp_path: Path,
     assert loss["first"] == 4.9999 and loss["best"] <= 3.0005  # the minimum is at the end: within the kept lines
     assert loss["count"] < 5000  # sampled, not every line
     assert "sampled (" in __import__("gputrain.logs.report", fromlist=["render_text"]).render_text(s)
+
+
+def test_a_plan_json_it_cannot_read_gives_a_summary_without_plan_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = make_job(tmp_path)
+    (job / "plan.json").write_text(json.dumps({"recipe": "x", "gpu": "cpu"}))  # another tool's plan.json
+    s = summarize(job, final=True, exit_code=1, now=T0 + 3600.0)
+    assert (s["state"], s["cause"]) == ("FAILED", "cuda_oom")
+    assert s["hardware"] is None and s["cost"]["usd"] is None and s["name"] == job.name
+    assert "not a gputrain plan (no schema_version) (summary without plan information)" in capsys.readouterr().err

@@ -75,7 +75,7 @@ def test_secret_values_never_reach_rendered_files(monkeypatch: pytest.MonkeyPatc
     for text in render_artifacts(plan).values():
         assert canary not in text
         assert "WANDB_API_KEY" in text  # referenced by name only
-    assert canary not in json.dumps(plan.to_dict())
+    assert canary not in plan.to_json()
 
 
 def test_multi_node_launcher_uses_c10d(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_supercloud_sbatch_renders_fp16_volta_job(tmp_path: Path) -> None:
     script.write_text(text)
     subprocess.run(["bash", "-n", str(script)], check=True)
     _shellcheck(script)
-    assert plan.to_dict()["config"]["train"]["precision"] == "fp16"
+    assert plan.recipe.train.precision == "fp16"
 
 
 def test_set_up_lines_cannot_smuggle_extra_lines() -> None:

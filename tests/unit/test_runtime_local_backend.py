@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputrain.backends.local import LocalBackend, end_state
+from gputrain.contract.plan import load_job_plan
 from gputrain.errors import GputrainError
 from gputrain.registry.store import JobRegistry
 
@@ -31,8 +32,9 @@ def test_prepare_writes_job_folder_and_pending_record(tmp_path: Path) -> None:
         "plan.json",
         "recipe.resolved.yaml",
     ]
-    plan = json.loads((sub.job_dir / "plan.json").read_text())
-    assert plan["target"] == "local" and plan["world_size"] == 2 and plan["module"] == "gputrain.train.gnn_coloring"
+    plan = load_job_plan(sub.job_dir / "plan.json")
+    assert plan.target == "local" and plan.world_size == 2 and plan.module == "gputrain.train.gnn_coloring"
+    assert plan.artifacts["launch.sh"] == "launch.sh"
     assert "-m gputrain.train.gnn_coloring" in (sub.job_dir / "launch.sh").read_text()
     rec = registry.get("local-1")
     assert (rec.state, rec.job_dir, rec.name) == ("PENDING", str(sub.job_dir), sub.job_dir.name)
@@ -80,12 +82,16 @@ def test_tensorboard_and_wandb_offline_log_without_secret_values(
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    config = {
+    from gputrain.recipe.schema import Recipe
+    from tests.support.plans import toy_recipe
+
+    recipe = Recipe.model_validate({
+        **toy_recipe(),
         "secrets": ["MY_TOKEN"],
         "env": {"LEAK": f"prefix {secret}"},
         "tracking": {"tensorboard": True, "wandb": pytest.importorskip("wandb") is not None, "project": "t"},
-    }
-    metrics = Metrics(tmp_path, config, enabled=True)
+    })
+    metrics = Metrics(tmp_path, recipe, enabled=True)
     metrics.log(1, loss=1.5)
     metrics.log(2, loss=0.5)
     metrics.close()

@@ -41,7 +41,7 @@ def test_sweep_plans_one_job_per_point(lab: Path) -> None:
                                           ["train.max_steps=9", "train.seed=1"], ["train.max_steps=9", "train.seed=2"]]
     assert len({r["job_dir"] for r in rows}) == 4  # same second, four folders
     for row in rows:
-        train = json.loads((Path(row["job_dir"]) / "plan.json").read_text())["config"]["train"]
+        train = json.loads((Path(row["job_dir"]) / "plan.json").read_text())["recipe"]["train"]
         assert [f"train.max_steps={train['max_steps']}", f"train.seed={train['seed']}"] == row["sweep"]
         assert "__gputrain_submit_stamp__" not in (Path(row["job_dir"]) / "job.sbatch").read_text()
     text = run_cli(lab, *args[:5], "--sweep", "train.seed=3,4")

@@ -100,7 +100,7 @@ class Up:
         first = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                           overrides=opts.overrides, target="docker")
         name = opts.name or pod_name(first.recipe.name, first.gpu.name, first.gpus_per_node, opts.image,
-                                     first.to_dict()["config"])
+                                     first.resolved_recipe_data())
         remote = opts.remote_dir or f"/workspace/{name}"
         overrides = list(opts.overrides)
         if opts.data is not None:
@@ -180,7 +180,7 @@ class Up:
             self.say(f"reusing pod {existing[0].id} ({existing[0].status})")
             return existing[0]
         opts = self.opts
-        env = {k: str(v) for k, v in plan.to_dict()["config"]["env"].items()}
+        env = {k: str(v) for k, v in plan.recipe.env.items()}
         ids = plan.gpu.runpod_ids
         if not plan.gpu.is_cpu and not ids:
             raise RunPodUsageError(f"GPU {plan.gpu.name} has no RunPod id in the catalog; pick another --gpu")
@@ -243,7 +243,7 @@ class Up:
 
     def _train(self, client: RunPodClient, shell: PodShell, plan: Any, remote: str, job_dir: Path) -> int:
         """Secrets travel as shell assignments on ssh's stdin: never in the pod's env, argv or a file."""
-        names = [n for n in plan.to_dict()["config"]["secrets"] if n in os.environ]
+        names = [n for n in plan.recipe.secrets if n in os.environ]
         exports = "".join(f"{n}={shlex.quote(os.environ[n])}\n" for n in names)
         command = (f"cd {shlex.quote(remote)} && set -a && eval \"$(cat)\" && set +a && "
                    f"GPUTRAIN_JOB_DIR={shlex.quote(remote + '/job')} exec bash run_multigpu.sh")

@@ -8,6 +8,7 @@ and ``model.onnx`` (``export``).
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ from gputrain.train.gnn_coloring.evaluate import report
 from gputrain.train.gnn_coloring.export import export_and_check
 from gputrain.train.gnn_coloring.graphs import Batch, Graph, collate, feature_dim, featurize, generate
 from gputrain.train.gnn_coloring.model import ColoringGNN, potts_loss
-from gputrain.train.runtime import RunContext
+from gputrain.train.runtime import RunContext, required
 from gputrain.train.runtime.checkpoint import atomic_torch_save, unwrap
 from gputrain.train.runtime.schedule import lr_factor
 
@@ -64,19 +65,22 @@ def validate(ctx: RunContext, model: torch.nn.Module, loader: Any, algo: dict[st
 
 
 def train(ctx: RunContext) -> int:
-    algo = GNNColoringAlgorithm.model_validate(ctx.config.get("algorithm") or {}).model_dump(mode="json")
+    settings = ctx.algorithm(GNNColoringAlgorithm)
+    algo = settings.model_dump(mode="json")
+    recipe = ctx.recipe
+    train_spec = recipe.train
     t0 = time.time()
-    train_set = build_graphs(algo, "train", int(ctx.get("data.train_size", 256)))
-    val_set = build_graphs(algo, "val", int(ctx.get("data.val_size", 64)))
+    train_set = build_graphs(algo, "train", required(recipe.data.train_size, "data.train_size"))
+    val_set = build_graphs(algo, "val", required(recipe.data.val_size, "data.val_size"))
     ctx.print0(f"[gnn] {len(train_set)} train / {len(val_set)} val graphs built in {time.time() - t0:.1f}s")
 
-    batch_size = int(ctx.get("train.batch_size", 16))
+    batch_size = train_spec.batch_size
     loader, sampler = ctx.make_loader(train_set, batch_size, collate_fn=collate)
     val_loader = ctx.make_eval_loader(val_set, batch_size, collate_fn=collate)
     net = ColoringGNN(
         feature_dim(int(algo["random_features"])),
-        int(ctx.get("model.hidden_size", 64)),
-        int(ctx.get("model.num_layers", 4)),
+        required(recipe.model.hidden_size, "model.hidden_size"),
+        required(recipe.model.num_layers, "model.num_layers"),
         int(algo["num_colors"]),
         float(algo["dropout"]),
         bool(algo["chromatic_head"]),
@@ -86,15 +90,16 @@ def train(ctx: RunContext) -> int:
     ctx.seed_per_rank()
     opt = torch.optim.AdamW(
         net.parameters(),
-        lr=float(ctx.get("train.learning_rate", 1e-3)),
-        weight_decay=float(ctx.get("train.weight_decay", 0.0)),
+        lr=train_spec.learning_rate,
+        weight_decay=train_spec.weight_decay,
     )
-    epochs = int(ctx.get("train.epochs", 10))
-    total = epochs * len(loader)
-    if ctx.get("train.max_steps"):
-        total = min(total, int(ctx.get("train.max_steps")))
+    steps_per_epoch = len(loader)
+    epochs = train_spec.epochs or math.ceil((train_spec.max_steps or 0) / max(1, steps_per_epoch))
+    total = epochs * steps_per_epoch
+    if train_spec.max_steps:
+        total = min(total, train_spec.max_steps)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lr_factor(str(ctx.get("train.lr_schedule", "cosine")), int(ctx.get("train.warmup_steps", 0)), total)
+        opt, lr_factor(train_spec.lr_schedule, train_spec.warmup_steps, total)
     )
     state: dict[str, Any] = {
         "model": model,
@@ -110,7 +115,7 @@ def train(ctx: RunContext) -> int:
         step, epoch, skip = ckpt.step, ckpt.state["pos"]["epoch"], ckpt.state["pos"]["batch"]
         state["best"] = ckpt.state["best"]
         ctx.print0(f"[gnn] resumed from step {step} (epoch {epoch}, batch {skip})")
-    log_every, save_every = int(ctx.get("train.log_every", 10)), int(ctx.get("train.save_every", 0) or 0)
+    log_every, save_every = train_spec.log_every, train_spec.save_every or 0
     window_graphs, window_start = 0, time.time()
 
     while epoch < epochs and step < total:
