@@ -51,6 +51,7 @@ def _split_tasks(data: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]
 def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 1) -> GRPOTask:
     """The code task of a resolved recipe ``config``: prompts, the sandboxed reward, evaluation."""
     from gputrain.train.code_reward import build_prompt, score_completions_detailed
+    from gputrain.train.code_reward.reward import get_pool
     from gputrain.train.sandbox import SandboxLimits
 
     algo = GRPOAlgorithm.model_validate(config.get("algorithm") or {})
@@ -58,6 +59,8 @@ def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 
     workers = algo.sandbox_workers or max(1, min(4, (os.cpu_count() or 2) // max(1, world_size)))
     # sandbox_timeout_s bounds one test; the whole program (setup and every test) gets twice that.
     limits = SandboxLimits(test_seconds=algo.sandbox_timeout_s, wall_seconds=2 * algo.sandbox_timeout_s)
+    # Chosen now, before any training: where only weak isolation exists this refuses with one line.
+    sandbox = get_pool(workers, limits).describe()
 
     def rows(tasks: list[Any]) -> list[Row]:
         return [{"prompt": build_prompt(t), "task": t} for t in tasks]
@@ -105,13 +108,17 @@ def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 
         score=score,
         evaluate=evaluate,
         corpus=corpus,
+        report={"sandbox": sandbox},
     )
 
 
 def main(ctx: RunContext) -> int:
     from gputrain.train.grpo.trainer import train_grpo
 
-    return train_grpo(ctx, build_code_task(ctx.config, seed=ctx.seed, world_size=ctx.world_size))
+    task = build_code_task(ctx.config, seed=ctx.seed, world_size=ctx.world_size)
+    sandbox = task.report["sandbox"]
+    ctx.print0(f"[grpo_code] sandbox isolation: {sandbox['level']} ({', '.join(sandbox['layers'])})")
+    return train_grpo(ctx, task)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def test_weakest_isolation_still_judges_correctly() -> None:
     from gputrain.train.sandbox import Isolation, run_tests
 
     result = run_tests("def f(x):\n    return x + 1\n", ["assert f(1) == 2", "assert f(1) == 3"],
-                       limits=LIMITS, isolation=Isolation("rlimits", None, None, ()))
+                       limits=LIMITS, isolation=Isolation("rlimits", ("rlimits",)))
     assert result.isolation == "rlimits"
     assert [o.status for o in result.outcomes] == ["passed", "failed"]
 
@@ -113,9 +113,9 @@ def test_a_program_dying_before_it_reads_its_settings_is_a_crash_not_an_exceptio
     def broken_pipe(self: SandboxProcess, msg: dict) -> None:
         raise SandboxDied("control pipe closed")
 
-    monkeypatch.setattr(SandboxProcess, "_send", broken_pipe)
+    monkeypatch.setattr(SandboxProcess, "send", broken_pipe)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     result = run_tests("def f():\n    return 1\n", ["assert f() == 1", "assert f()"],
-                       limits=LIMITS, isolation=Isolation("rlimits", None, None, ()))
+                       limits=LIMITS, isolation=Isolation("rlimits", ("rlimits",)))
     assert [(o.status, o.reason) for o in result.outcomes] == [("crashed", "control pipe closed")] * 2
     assert list(os.listdir(str(tmp_path))) == []  # its working folder went with it
