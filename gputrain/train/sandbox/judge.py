@@ -79,7 +79,8 @@ class _Run:
         if self.proc is None:
             self.proc = SandboxProcess("program", {"program": self.program, "setup": self.setup}, self.limits,
                                        self.isolation)
-            names = self.proc.start(min(self.limits.test_seconds, self.left())).get("names")
+            # Start-up (interpreter, confinement, module-level code) counts against the wall budget only.
+            names = self.proc.start(self.left()).get("names")
             self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
     def ensure_judge(self) -> SandboxProcess:
@@ -88,7 +89,7 @@ class _Run:
                                         self.isolation)
             self.judge_ready = False
         if not self.judge_ready:
-            self.judge.start(max(1.0, min(self.limits.test_seconds, self.left())))
+            self.judge.start(max(1.0, self.left()))
             self.judge_ready = True
         return self.judge
 
