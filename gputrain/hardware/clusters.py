@@ -19,9 +19,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gputrain import safeyaml
 from gputrain.errors import ClusterError
 
 GresStyle = Literal["typed", "plain", "gpus-per-node"]
@@ -113,9 +113,10 @@ def _user_profiles() -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ClusterError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
+    data = safeyaml.load(text, str(path), ClusterError)
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
