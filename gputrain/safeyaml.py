@@ -59,7 +59,7 @@ def check_budget(text: str, file: str, error: type[GputrainError], *, syntax: bo
             elif isinstance(event, yaml.AliasEvent):
                 if event.anchor in open_anchors:
                     raise error(f"{_where(file, event.start_mark)}: recursive YAML alias *{event.anchor}")
-                values, depth = sizes.get(event.anchor, (1, 0))
+                values, depth = sizes.get(event.anchor or "", (1, 0))
                 if len(stack) - 1 + depth > MAX_DEPTH:
                     raise error(f"{_where(file, event.start_mark)}: alias *{event.anchor} nests the YAML deeper "
                                 f"than {MAX_DEPTH} levels")
