@@ -90,10 +90,11 @@ def submit(
 
 def _refresh(records: list[JobRecord]) -> list[JobRecord]:
     from gputrain.backends.slurm import SlurmBackend
+    from gputrain.errors import RegistryError
 
     try:
         return SlurmBackend().refresh(records)
-    except ClusterError as exc:
+    except (ClusterError, RegistryError) as exc:  # a read-only $GPUTRAIN_HOME still lists its jobs
         print(f"warning: states not refreshed: {exc}", file=sys.stderr)
         return records
 

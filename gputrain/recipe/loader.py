@@ -9,6 +9,7 @@ its own lines — so a bad value is always reported where the user wrote it.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -272,8 +273,32 @@ def _unwrap_model(annotation: Any) -> Any:
     return annotation
 
 
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_controls(value: Any, key: Key, source: RecipeSource) -> None:
+    """No control character (``\\n``, ``\\r``, ``\\0``, ...) in any name or value that can reach a script.
+
+    Quoting does not make a newline safe in a comment or an ``#SBATCH`` line. Only descriptions (free text
+    that no script carries) may span lines.
+    """
+    if isinstance(value, str):
+        found = CONTROL_RE.search(value)
+        if found and (not key or key[-1] != "description"):
+            raise RecipeError(f"{source.where(key)}: {'.'.join(key)}: control character {found.group()!r} in "
+                              "a value (values reach shell scripts; use plain single-line text)")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            check_controls(str(name), (*key, str(name)) if not CONTROL_RE.search(str(name)) else key, source)
+            check_controls(item, (*key, str(name)), source)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_controls(item, (*key, str(i)), source)
+
+
 def validate_source(source: RecipeSource) -> Recipe:
     """Validate raw data into a :class:`Recipe`; the first problem becomes a one-line RecipeError."""
+    check_controls(source.data, (), source)
     try:
         recipe = Recipe.model_validate(source.data)
     except ValidationError as exc:
