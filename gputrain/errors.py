@@ -7,6 +7,16 @@ message can say what went wrong and what to do.
 
 from __future__ import annotations
 
+import re
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\n``, ``\\x1b``): a file name or a value that
+    holds one can neither break the one-line message nor drive the terminal."""
+    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
+
 
 class GputrainError(Exception):
     """Base class: a user-facing, one-line failure."""
@@ -14,6 +24,7 @@ class GputrainError(Exception):
     exit_code: int = 1
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        message = visible(message)
         super().__init__(message)
         self.message = message
         if exit_code is not None:
