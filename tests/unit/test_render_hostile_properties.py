@@ -156,7 +156,6 @@ def _render_all(recipe: Path, cluster: str) -> list[dict[str, str]]:
 
 def _attempt(work: Path, recipe_data: dict[str, Any], recipe_name: str, cluster: dict[str, Any] | None,
              *, must_render: bool = False) -> None:
-    canary = work / CANARY_NAME
     try:
         recipe = work / recipe_name
         recipe.write_text(yaml.safe_dump(recipe_data, allow_unicode=True))
