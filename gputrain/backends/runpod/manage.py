@@ -142,13 +142,15 @@ def down_all() -> list[str]:
 
 
 def print_logs(ref: str, follow: bool = False, from_api: bool = False, poll_s: float = 1.0) -> None:
+    from gputrain.logs.display import safe_lines, terminal_safe
+
     if from_api:
         with _client() as client:
             _, pods = _resolve(client, ref)
             if not pods:
                 raise RunPodError(f"no live pod for {ref}")
             for line in client.pod_logs(pods[0].id):
-                print(line)
+                print(terminal_safe(line))
         return
     registry = _registry()
     record = registry.get(ref)
@@ -163,7 +165,7 @@ def print_logs(ref: str, follow: bool = False, from_api: bool = False, poll_s: f
                 chunk = fh.read()
                 offset = fh.tell()
             if chunk:
-                print(chunk, end="", flush=True)
+                print(safe_lines(chunk), end="", flush=True)
         elif not follow:
             raise RunPodError(f"{path}: no training log yet")
         if not follow or registry.get(ref).state in FINAL:
