@@ -188,9 +188,8 @@ def logs_command(
 
 def _show_lines(paths: list[Path], line_filter: Any, n: int, scan_all: bool) -> None:
     """Last ``n`` lines; with --grep, every matching line of the whole file (streamed, bounded memory)."""
-    from gputrain.logs.follow import Tail, _file_rank, display_line
-
     from gputrain.logs.display import require_regular_file
+    from gputrain.logs.follow import Tail, _file_rank, display_line
 
     for path in paths:
         if not path.exists():
