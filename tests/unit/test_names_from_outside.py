@@ -22,7 +22,7 @@ from gputrain.registry.store import JobRecord, JobRegistry
 from tests.conftest import require_tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from runpod_fake import FakeRunPod  # noqa: E402
+from runpod_fake import FakeRunPod
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "rp_names_canary_7"
