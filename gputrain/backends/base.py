@@ -9,10 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~10 ms of start-up, and a replayed submit imports this module
-    from typing import Any
+from typing import Any
 
 
 @dataclass

@@ -8,7 +8,6 @@ before its folder exists, and a failure at any step cancels the held job and lea
 
 from __future__ import annotations
 
-import dataclasses
 import getpass
 import json
 import os
@@ -17,6 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
@@ -34,10 +34,6 @@ from gputrain.backends.slurm_parse import (
 )
 from gputrain.errors import ClusterError, GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~10 ms of start-up, and a replayed submit imports this module
-    from typing import Any
 
 _TIMEOUT_S = 90.0
 
@@ -74,10 +70,9 @@ STAMP_MARK = "__gputrain_submit_stamp__"
 class PreparedJob:
     """A planned and rendered job, not yet submitted: the job folder's files and the registry's fields.
 
-    Planning is most of a submit's cost (recipe schema, Jinja), and nothing in it depends on the moment
-    of submission except the time stamp, which the files carry as :data:`STAMP_MARK`. Keeping the two
-    apart lets ``gputrain submit`` reuse the prepared job of an identical earlier command
-    (:mod:`gputrain.cli.submit_cache`).
+    Nothing in it depends on the moment of submission except the time stamp, which the files carry as
+    :data:`STAMP_MARK`. Keeping the two apart lets ``gputrain submit --sweep`` plan every point before it
+    submits any.
     """
 
     recipe: str
@@ -93,12 +88,6 @@ class PreparedJob:
     def stamped(self, stamp: str) -> dict[str, str]:
         return {name: text.replace(STAMP_MARK, stamp) for name, text in self.files.items()}
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PreparedJob:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
 def prepare_job(plan: Any, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None) -> PreparedJob:

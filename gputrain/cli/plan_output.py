@@ -1,4 +1,4 @@
-"""How ``gputrain plan`` shows a plan: plain aligned text (no rich: plan is on the start-up budget)."""
+"""How ``gputrain plan`` shows a plan: plain aligned text on stdout (warnings are the caller's, on stderr)."""
 
 from __future__ import annotations
 
@@ -76,8 +76,6 @@ def print_plan(plan: Plan, *, show_scripts: bool) -> None:
     if est["cost_usd"] is not None:
         print(f"  cost                 ${est['cost_usd']:,.2f} ({plan.world_size} GPUs × "
               f"${est['gpu_hourly_usd']:g}/GPU-hour; {plan.gpu.price_source})")
-    for warning in plan.warnings:
-        print(f"warning: {warning}")
     for name, text in plan.artifacts.items():
         if show_scripts:
             print(f"\n# ---- {name} ----")
@@ -136,18 +134,19 @@ def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_jso
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    header = f"{'GPU':<16}{'PROFILE':<16}{'PREC':<6}{'ATTN':<6}{'BATCH':>6}{'GLOBAL':>8}{'LR':>10}" \
-             f"{'GiB/GPU':>10}{'FITS':>6}{'STEP s':>9}{'HOURS':>9}{'COST $':>11}"
-    print(header)
+    from gputrain.cli.output import print_table
+
+    def fmt(v: Any, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    table = []
     for r in rows:
         if "error" in r:
-            print(f"{r['gpu']:<16}error: {r['error']}")
+            table.append([r["gpu"], f"error: {r['error']}", *[""] * 10])
             continue
-
-        def fmt(v: Any, spec: str) -> str:
-            return "-" if v is None else format(v, spec)
-
-        print(f"{r['gpu']:<16}{(r['profile'] or '-'):<16}{r['precision']:<6}{r['attention']:<6}"
-              f"{r['batch_per_gpu']:>6}{r['global_batch_size']:>8}{r['learning_rate']:>10.3g}"
-              f"{fmt(r['memory_gib_per_gpu'], '.1f'):>10}{('yes' if r['fits'] else 'NO'):>6}"
-              f"{fmt(r['step_seconds'], '.3g'):>9}{fmt(r['total_hours'], '.3g'):>9}{fmt(r['cost_usd'], ',.0f'):>11}")
+        table.append([r["gpu"], r["profile"], r["precision"], r["attention"], r["batch_per_gpu"],
+                      r["global_batch_size"], fmt(r["learning_rate"], ".3g"), fmt(r["memory_gib_per_gpu"], ".1f"),
+                      "yes" if r["fits"] else "NO", fmt(r["step_seconds"], ".3g"), fmt(r["total_hours"], ".3g"),
+                      fmt(r["cost_usd"], ",.0f")])
+    print_table(["GPU", "profile", "prec", "attn", "batch", "global", "LR", "GiB/GPU", "fits", "step s", "hours",
+                 "cost $"], table)

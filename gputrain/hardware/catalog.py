@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from gputrain.errors import HardwareError
+from gputrain.errors import HardwareError, unknown_name
 from gputrain.resources import data_dir
 
 
@@ -93,7 +93,8 @@ def get_gpu(name: str) -> GPUType:
     for gpu in catalog().values():
         if wanted == _norm(gpu.name) or wanted in (_norm(a) for a in gpu.aliases):
             return gpu
-    raise HardwareError(f"unknown GPU type {name!r}; known: {', '.join(known_names())}")
+    spellings = {a: gpu.name for gpu in catalog().values() for a in gpu.aliases}
+    raise HardwareError(unknown_name("GPU type", name, known_names(), spellings=spellings))
 
 
 def from_nvidia_smi(name: str) -> GPUType:

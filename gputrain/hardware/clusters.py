@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gputrain import safeyaml
-from gputrain.errors import ClusterError
+from gputrain.errors import ClusterProfileError, unknown_name
 
 GresStyle = Literal["typed", "plain", "gpus-per-node"]
 # Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
@@ -137,12 +137,12 @@ def _user_profiles() -> dict[str, dict[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ClusterError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
-    data = safeyaml.load(text, str(path), ClusterError)
+        raise ClusterProfileError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
+    data = safeyaml.load(text, str(path), ClusterProfileError)
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise ClusterError(f"{path}: expected a mapping of cluster name -> profile mapping")
+        raise ClusterProfileError(f"{path}: expected a mapping of cluster name -> profile mapping")
     return {str(k): v for k, v in data.items()}
 
 
@@ -152,7 +152,7 @@ def _build(name: str, raw: dict[str, Any], source: str) -> ClusterProfile:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "profile"
-        raise ClusterError(f"{source}: cluster {name!r}: {where}: {err['msg']}") from None
+        raise ClusterProfileError(f"{source}: cluster {name!r}: {where}: {err['msg']}") from None
 
 
 def _all_raw() -> dict[str, tuple[dict[str, Any], str]]:
@@ -168,12 +168,11 @@ def list_clusters() -> list[ClusterProfile]:
 
 
 def load_cluster(name: str) -> ClusterProfile:
-    """The profile called ``name``; unknown names raise :class:`ClusterError` listing the known ones."""
+    """The profile called ``name``; unknown names raise :class:`ClusterProfileError` suggesting the known ones."""
     known = _all_raw()
     if name not in known:
-        names = ", ".join(sorted(known))
-        raise ClusterError(
-            f"unknown cluster {name!r}; known clusters: {names} (add your own in {config_path()})"
+        raise ClusterProfileError(
+            unknown_name("cluster", name, sorted(known), hint=f"add your own in {config_path()}")
         )
     raw, src = known[name]
     return _build(name, raw, src)
@@ -193,7 +192,7 @@ def _directive(what: str, value: Any) -> str:
     """#SBATCH lines are parsed by sbatch, not a shell: only plain words can be carried safely."""
     text = str(value)
     if not _SAFE_RE.match(text):
-        raise ClusterError(f"{what} {text!r} has characters an #SBATCH line cannot carry (spaces, quotes...)")
+        raise ClusterProfileError(f"{what} {text!r} has characters an #SBATCH line cannot carry (spaces, quotes...)")
     return text
 
 

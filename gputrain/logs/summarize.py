@@ -22,13 +22,16 @@ from typing import Any
 
 from gputrain.atomic import write_atomic
 from gputrain.errors import LogError
-from gputrain.logs.classify import CAUSE_LABELS, PRIORITY, classify_failure, describe
-from gputrain.logs.scan import LogScanner, prefer_traceback
+from gputrain.logs.catalog import group_rank
+from gputrain.logs.causes import root_cause
+from gputrain.logs.classify import PRIORITY, classify_failure
+from gputrain.logs.scan import LogScanner
 from gputrain.logs.schema import METRICS_FILE, validate_record
-from gputrain.logs.stats import MetricTable, lower_is_better
+from gputrain.logs.stats import MetricTable
+from gputrain.logs.views import SCHEDULER_FAILURES, curve_keys, metric_entry, rl_view, traceback_for
 
 STATE_FILE = ".summary_state.json"
-STATE_VERSION = 1
+STATE_VERSION = 2
 LOG_NAMES = ("training_output.log",)
 LOG_SUFFIXES = (".log", ".out", ".err")
 _UMASK = os.umask(0o022)
@@ -136,7 +139,7 @@ def summarize(
     plan = _read_json(path / "plan.json") if job_dir else None
     prior_final = saved.get("final")
     if final:
-        events, _ = _events(scanners)
+        events, _, _ = _events(scanners)
         preempted = job_dir is not None and (job_dir / "PREEMPTED").exists()
         end_state, cause = classify_failure(exit_code, events, preempted)
         prior_final = {"state": end_state, "exit_code": exit_code, "cause": cause, "end": now}
@@ -160,26 +163,33 @@ def write_summary_files(job_dir: Path, summary: dict[str, Any], table: MetricTab
     from gputrain.logs.report import render_text
 
     png = job_dir / "curves.png"
-    if (curves and write_curves(table, png)) or png.exists():
+    name = summary["name"] if summary["name"] == job_dir.name else f"{summary['name']} ({job_dir.name})"
+    title = f"{name}  {summary['state']}"
+    if (curves and write_curves(table, png, title=title)) or png.exists():
         summary["curves"] = str(png)
     atomic_write(job_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     atomic_write(job_dir / "job_summary.txt", render_text(summary))
 
 
-def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], str | None]:
+def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], list[dict[str, Any]], str]:
+    """Failure events, tracebacks (body and tail, in log order, deduplicated) and the tail text of the logs."""
     events: dict[str, str] = {}
-    traceback: str | None = None
+    tracebacks: list[dict[str, Any]] = []
+    tails: list[str] = []
     for scanner in scanners:
         events.update(scanner.events)
-        traceback = prefer_traceback(traceback, scanner.traceback)
-        tail_events, tail_tb = scanner.tail()
+        tail_events, tail_tbs = scanner.tail()
         events.update(tail_events)
-        traceback = prefer_traceback(traceback, tail_tb)
-    return events, traceback
+        seen = {tb["text"] for tb in scanner.tracebacks}
+        tracebacks += scanner.tracebacks + [tb for tb in tail_tbs if tb["text"] not in seen]
+        tails.append(scanner.tail_text())
+    return events, tracebacks, "\n".join(tails)
 
 
 def _log_table(scanners: list[LogScanner]) -> MetricTable:
-    return max((s.table for s in scanners), key=lambda t: t.records, default=MetricTable())
+    """The table of the log with the most metric records, its x axis in steps (HF dicts log epochs)."""
+    best = max(scanners, key=lambda s: s.table.records + s.hf_table.records, default=None)
+    return MetricTable() if best is None else best.metric_table()
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -197,7 +207,7 @@ def _build(
     now: float,
 ) -> dict[str, Any]:
     table = cursor.table if cursor is not None and cursor.table.records else _log_table(scanners)
-    events, traceback = _events(scanners)
+    events, tracebacks, tail = _events(scanners)
     progress: dict[str, float] = {}
     for scanner in scanners:
         progress.update(scanner.progress)
@@ -206,12 +216,22 @@ def _build(
     estimate = plan.get("estimate") or {}
 
     exit_code = final.get("exit_code") if final else None
+    scheduler_state = state if state in SCHEDULER_FAILURES else None
     if final:
-        state, cause = final["state"], final["cause"]
+        state, cause = (scheduler_state or final["state"]), final["cause"]
     else:
         state = state or "UNKNOWN"
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
     ended = final is not None or state in TERMINAL
+    failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
+    why = (
+        root_cause(events=events, tracebacks=tracebacks, tail=tail, exit_code=exit_code,
+                   scheduler_state=scheduler_state)
+        if failed
+        else None
+    )
+    if why is not None:
+        cause = why["kind"]
     log_mtimes = [s.path.stat().st_mtime for s in scanners if s.path.exists()]
     start = table.first_time
     if start is None and job_dir is not None and (job_dir / "plan.json").exists():
@@ -237,18 +257,8 @@ def _build(
     gpus = int(plan.get("gpus_per_node") or 0) * int(plan.get("nodes") or 1)
     rate = estimate.get("gpu_hourly_usd")
     gpu_hours = duration / 3600 * gpus if duration is not None and gpus else None
-    metrics = {
-        key: {
-            "first": s.first[1],
-            "last": s.last[1],
-            "best": s.best(key)[1],
-            "best_step": s.best(key)[0],
-            "count": s.count,
-            "better": "lower" if lower_is_better(key) else "higher",
-            "median": s.median(),
-        }
-        for key, s in table.metrics.items()
-    }
+    rl = rl_view(table)
+    metrics = {key: metric_entry(key, table, rl is not None) for key in sorted(table.metrics, key=group_rank)}
     throughput = {
         k: table.metrics[k].median() for k in ("tokens_per_s", "samples_per_s") if k in table.metrics
     }
@@ -268,12 +278,11 @@ def _build(
         "final": final is not None,
         "exit_code": exit_code,
         "cause": cause,
-        "cause_label": CAUSE_LABELS.get(cause) if cause else None,
-        "failure": describe(cause, exit_code, events) if cause else None,
+        "cause_label": why["label"] if why else None,
+        "failure": why["headline"] if why else None,
+        "root_cause": why,
         "events": events,
-        "traceback": traceback
-        if cause in ("exception", "cuda_oom", "nccl", "exit_code") or not ended
-        else None,
+        "traceback": traceback_for(why, tracebacks),
         "start": _iso(start),
         "end": _iso(end),
         "duration_s": duration,
@@ -285,6 +294,8 @@ def _build(
         }
         if plan
         else None,
+        "rl": rl,
+        "sampled": {"bytes_skipped": table.skipped} if table.skipped else None,
         "steps": {"done": done if done >= 0 else None, "planned": planned},
         "steps_per_hour": steps_per_hour,
         "eta_s": eta,
@@ -298,7 +309,7 @@ def _build(
         "checkpoints": checkpoints,
         "result": result,
         "metrics": metrics,
-        "series": {k: table.metrics[k].series for k in _curve_keys(table)},
+        "series": {k: table.metrics[k].series for k in curve_keys(table)},
         "ranks": sorted({r for s in scanners for r in s.ranks}),
         "sources": {
             "metrics": str(cursor.path) if cursor and cursor.table.records else None,
@@ -307,10 +318,3 @@ def _build(
         },
         "updated_at": _iso(now),
     }
-
-
-def _curve_keys(table: MetricTable, limit: int = 6) -> list[str]:
-    """Metrics worth a curve: losses and rewards first, then the rest, skipping lr/time/epoch noise."""
-    keys = [k for k in table.metrics if k not in ("epoch", "lr", "time") and table.metrics[k].count > 1]
-    keys.sort(key=lambda k: (0 if "loss" in k else 1 if "reward" in k else 2, k))
-    return keys[:limit]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputrain.errors import PlanError, RecipeError
+from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
 from gputrain.hardware.catalog import GPUType, catalog, get_gpu
 from gputrain.planner.estimate import Estimate, estimate
 from gputrain.recipe.entrypoints import ENTRYPOINTS
@@ -109,7 +109,7 @@ def make_plan(
     if target is None:
         target = "slurm" if cluster_profile else "local"
     if target not in TARGETS:
-        raise PlanError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+        raise PlanError(unknown_name("target", target, TARGETS))
     warnings: list[str] = []
     gpu_type = _choose_gpu(gpu, cluster_profile, warnings)
 
@@ -186,7 +186,7 @@ def _match_profile(
     for name in recipe.profiles:
         if name not in known:
             where = source.where(("profiles", name))
-            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; known: {', '.join(known)}")
+            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; " + suggestion(name, known))
     if gpu.name in recipe.profiles:
         return gpu.name, recipe.profiles[gpu.name]
     candidates = [n for n in recipe.profiles if (n == "cpu") == gpu.is_cpu]
@@ -208,7 +208,7 @@ def _choose_preset(profile: Profile | None, wanted: str | None, recipe: Recipe, 
         return None
     if wanted:
         if wanted not in profile.presets:
-            raise PlanError(f"profile {name} has no preset {wanted!r}; known: {', '.join(profile.presets)}")
+            raise PlanError(unknown_name("preset", wanted, profile.presets, hint=f"GPU profile {name}"))
         return wanted
     if profile.preset_by:
         value: Any = recipe.model_dump(mode="json")

@@ -18,12 +18,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from gputrain.errors import RegistryError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~10 ms of start-up, and a replayed submit imports this module
-    from typing import Any
+from gputrain.errors import RegistryError, UnknownJobError
 
 STATES = (
     "PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "REQUEUED", "UNKNOWN",
@@ -232,7 +229,7 @@ class JobRegistry:
                 "SELECT * FROM jobs WHERE job_id = ? ORDER BY id DESC LIMIT 1", (str(job_id),)
             ).fetchone()
             if row is None:
-                raise RegistryError(f"no job {job_id!r} in the registry ({self.path})")
+                raise UnknownJobError(f"no job {job_id!r} in the registry ({self.path})")
             rec = _row_to_record(row, self.path)
             if "extra" in fields:
                 fields = {**fields, "extra": {**rec.extra, **(fields["extra"] or {})}}
@@ -268,7 +265,7 @@ class JobRegistry:
     def get(self, ref: str) -> JobRecord:
         rec = self.find(ref)
         if rec is None:
-            raise RegistryError(f"no job {ref!r} in the registry ({self.path}); see `gputrain jobs`")
+            raise UnknownJobError(f"no job {ref!r} in the registry ({self.path}); see `gputrain jobs`")
         return rec
 
     def list(self, limit: int | None = 50, *, backend: str | None = None) -> list[JobRecord]:

@@ -123,7 +123,9 @@ def test_estimates_are_consistent() -> None:
 
 
 def test_unknown_gpu_lists_known_names() -> None:
-    with pytest.raises(HardwareError, match="unknown GPU type 'X100'; known: cpu, V100-16GB"):
+    with pytest.raises(HardwareError, match="unknown GPU type 'Q1'; known: cpu, V100-16GB"):
+        make_plan(BASE, gpu="Q1")
+    with pytest.raises(HardwareError, match="unknown GPU type 'X100'; did you mean V100-32GB"):
         make_plan(BASE, gpu="X100")
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gputrain.backends.runpod.api import RunPodClient, RunPodNotFound, load_api_key
 from gputrain.backends.runpod.pods import NAME_PREFIX, Pod, cost_so_far
 from gputrain.backends.runpod.ssh import PodShell, forget_key, state_dir
-from gputrain.errors import RunPodError
+from gputrain.errors import RunPodError, RunPodUsageError
 
 if TYPE_CHECKING:
     from gputrain.registry.store import JobRegistry
@@ -148,7 +148,7 @@ def print_logs(ref: str, follow: bool = False, from_api: bool = False, poll_s: f
         with _client() as client:
             _, pods = _resolve(client, ref)
             if not pods:
-                raise RunPodError(f"no live pod for {ref}")
+                raise RunPodUsageError(f"no live pod for {ref} (see `gputrain runpod list`)")
             for line in client.pod_logs(pods[0].id):
                 print(terminal_safe(line))
         return

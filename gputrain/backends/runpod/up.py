@@ -25,7 +25,7 @@ from typing import Any
 from gputrain.backends.runpod.api import RunPodCapacityError, RunPodClient, load_api_key
 from gputrain.backends.runpod.pods import Pod, cost_so_far, create_body, pod_name
 from gputrain.backends.runpod.ssh import PodShell, ensure_key, forget_key
-from gputrain.errors import GputrainError, RunPodError
+from gputrain.errors import GputrainError, RunPodError, RunPodUsageError
 
 REQUEUE_EXIT_CODE = 75
 
@@ -116,7 +116,7 @@ class Up:
         overrides = list(opts.overrides)
         if opts.data is not None:
             if not opts.data.exists():
-                raise RunPodError(f"--data {opts.data}: no such file or folder")
+                raise RunPodUsageError(f"--data {opts.data}: no such file or folder")
             overrides.append(f"data.source={remote}/data/{opts.data.resolve().name}")
         plan = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                          overrides=overrides, target="docker") if opts.data is not None else first
@@ -194,7 +194,7 @@ class Up:
         env = {k: str(v) for k, v in plan.to_dict()["config"]["env"].items()}
         ids = plan.gpu.runpod_ids
         if not plan.gpu.is_cpu and not ids:
-            raise RunPodError(f"GPU {plan.gpu.name} has no RunPod id in the catalog; pick another --gpu")
+            raise RunPodUsageError(f"GPU {plan.gpu.name} has no RunPod id in the catalog; pick another --gpu")
         clouds = [opts.cloud] + ([c for c in ("SECURE", "COMMUNITY") if c != opts.cloud] if opts.other_cloud
                                  else [])
         centres: list[list[str] | None] = [[dc] for dc in opts.data_centers] or [None]
