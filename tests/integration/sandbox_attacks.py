@@ -184,11 +184,13 @@ def attacks(ctx: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def leftovers(pool_uids: tuple[int, ...]) -> list[int]:
-    """Live processes this run started and that should be gone: below us, or of the sandbox's uids."""
+def leftovers(pool_uids: tuple[int, ...], kept: list[int]) -> list[int]:
+    """Live processes this run started and that should be gone: below us, or of the sandbox's uids
+    (the pool's kept judge processes, which run only dataset code, excepted)."""
     me = os.getpid()
     uids = set(pool_uids) | ({os.getuid()} if os.getuid() != 0 else set())
     found = set(descendants(me))
+    spared = set(kept) | {pid for k in kept for pid in descendants(k)}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
@@ -200,7 +202,7 @@ def leftovers(pool_uids: tuple[int, ...]) -> list[int]:
         if int(fields["Uid"].split()[0]) in uids:
             found.add(int(entry))
     alive = []
-    for pid in found:
+    for pid in found - spared:
         try:
             with open(f"/proc/{pid}/stat", "rb") as fh:
                 if fh.read().rsplit(b")", 1)[1].split()[0] != b"Z":
@@ -210,14 +212,15 @@ def leftovers(pool_uids: tuple[int, ...]) -> list[int]:
     return sorted(alive)
 
 
-def settle(pool_uids: tuple[int, ...]) -> list[int]:
+def settle(pool: Any) -> list[int]:
     """The kernel kills a dead namespace's processes asynchronously: poll a little (not a timing test)."""
+    kept = getattr(pool, "judge_pids", list)()
     for _ in range(100):
-        left = leftovers(pool_uids)
+        left = leftovers(pool.uids, kept)
         if not left:
             return []
         time.sleep(0.05)
-    return leftovers(pool_uids)
+    return leftovers(pool.uids, kept)
 
 
 def main() -> None:
@@ -239,7 +242,7 @@ def main() -> None:
         [score] = score_completions_detailed([textwrap.dedent(attack["program"])], [task], workers=1,
                                              limits=LIMITS)
         seconds = time.monotonic() - started
-        left = settle(pool.uids)
+        left = settle(pool)
         [good] = score_completions_detailed([GOOD], [{"task_id": "good", "tests": SQUARE_TESTS}], workers=1,
                                             limits=LIMITS)
         report["attacks"][name] = {

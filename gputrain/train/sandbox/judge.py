@@ -53,17 +53,35 @@ class ProgramResult:
         return self.passed / len(self.outcomes) if self.outcomes else 0.0
 
 
+@dataclass
+class JudgeSlot:
+    """A judge process kept between programs (one per pool slot): it only ever runs dataset code, which
+    arrives with each test, so reusing it costs a program nothing and saves a sandbox start per program.
+    Replaced after ``MAX_USES`` tests (its CPU-time limit is cumulative) or when it dies or hangs."""
+
+    proc: SandboxProcess | None = None
+    ready: bool = False
+    uses: int = 0
+
+    MAX_USES = 100
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.close()
+        self.proc, self.ready, self.uses = None, False, 0
+
+
 class _Run:
     """The two processes of one program's run and the budget they share."""
 
     def __init__(self, program: str, setup_code: str, prelude: str, limits: SandboxLimits,
-                 isolation: Isolation) -> None:
+                 isolation: Isolation, judge_slot: JudgeSlot | None = None) -> None:
         self.program, self.setup, self.prelude = program, setup_code, prelude
         self.limits, self.isolation = limits, isolation
         self.deadline = time.monotonic() + limits.wall_seconds
         self.proc: SandboxProcess | None = None
-        self.judge: SandboxProcess | None = None
-        self.judge_ready = False
+        self.slot = judge_slot if judge_slot is not None else JudgeSlot()
+        self.own_slot = judge_slot is None
         self.names: list[str] = []
         self.stdout: list[str] = []
         self.stderr: list[str] = []
@@ -71,11 +89,15 @@ class _Run:
     def left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 
+    def _spawn_judge(self) -> None:
+        if self.slot.proc is not None and self.slot.uses >= JudgeSlot.MAX_USES:
+            self.slot.close()
+        if self.slot.proc is None:
+            self.slot.proc = SandboxProcess("judge", {"setup": "", "prelude": ""}, self.limits, self.isolation)
+            self.slot.ready, self.slot.uses = False, 0
+
     def ensure_program(self) -> None:
-        if self.judge is None:  # start the judge first so both processes boot at the same time
-            self.judge = SandboxProcess("judge", {"setup": self.setup, "prelude": self.prelude}, self.limits,
-                                        self.isolation)
-            self.judge_ready = False
+        self._spawn_judge()  # first, so both processes boot at the same time
         if self.proc is None:
             self.proc = SandboxProcess("program", {"program": self.program, "setup": self.setup}, self.limits,
                                        self.isolation)
@@ -84,14 +106,14 @@ class _Run:
             self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
     def ensure_judge(self) -> SandboxProcess:
-        if self.judge is None:
-            self.judge = SandboxProcess("judge", {"setup": self.setup, "prelude": self.prelude}, self.limits,
-                                        self.isolation)
-            self.judge_ready = False
-        if not self.judge_ready:
-            self.judge.start(max(1.0, self.left()))
-            self.judge_ready = True
-        return self.judge
+        self._spawn_judge()
+        judge = self.slot.proc
+        assert judge is not None
+        if not self.slot.ready:
+            judge.start(max(1.0, self.left()))
+            self.slot.ready = True
+        self.slot.uses += 1
+        return judge
 
     def drop_program(self) -> None:
         if self.proc is not None:
@@ -101,9 +123,7 @@ class _Run:
             self.proc = None
 
     def drop_judge(self) -> None:
-        if self.judge is not None:
-            self.judge.close()
-            self.judge = None
+        self.slot.close()
 
     def relay(self, request: Any, test_deadline: float) -> dict[str, Any]:
         """One call from the judge to the program; the judge learns if the program is gone."""
@@ -127,7 +147,7 @@ class _Run:
         test_deadline = time.monotonic() + budget
         try:
             judge = self.ensure_judge()
-            judge.send({"test": test, "names": self.names})
+            judge.send({"test": test, "names": self.names, "setup": self.setup, "prelude": self.prelude})
             while True:
                 msg = judge.receive(max(0.0, test_deadline - time.monotonic()) + 0.05)
                 if "call" in msg:
@@ -145,7 +165,8 @@ class _Run:
 
     def close(self) -> None:
         self.drop_program()
-        self.drop_judge()
+        if self.own_slot:
+            self.drop_judge()
 
 
 def _verdict(msg: dict[str, Any]) -> tuple[Status, str]:
@@ -163,6 +184,7 @@ def run_tests(
     judge_prelude: str = "",
     limits: SandboxLimits | None = None,
     isolation: Isolation,
+    judge_slot: JudgeSlot | None = None,
 ) -> ProgramResult:
     """Run ``program`` once, then each test against it in a separate judge sandbox.
 
@@ -170,7 +192,7 @@ def run_tests(
     """
     limits = limits or SandboxLimits()
     started = time.monotonic()
-    run = _Run(program, setup_code, judge_prelude, limits, isolation)
+    run = _Run(program, setup_code, judge_prelude, limits, isolation, judge_slot)
     outcomes: list[TestOutcome] = []
     try:
         for i, test in enumerate(tests):

@@ -110,7 +110,8 @@ def serve_judge(cfg: dict[str, Any], rin: Any, out_fd: int) -> None:
     send({"ready": True})
     for line in rin:
         req = json.loads(line)
-        status, reason = verdict.run_test(req["test"], link, req["names"], cfg["setup"], cfg["prelude"])
+        status, reason = verdict.run_test(req["test"], link, req["names"], req.get("setup", cfg["setup"]),
+                                          req.get("prelude", cfg["prelude"]))
         _flush()
         send({"verdict": [status, reason]})
 
