@@ -12,7 +12,7 @@ Levels, strongest first (the first that works wins):
 - ``uid`` (root, none of the above): a dedicated uid and rlimits. Weak: the network is open.
 - ``rlimits``: resource limits only. Weak: the program can read your files and open connections.
 
-Seccomp and Landlock are added on top of the namespace levels where available. A weak level is never used
+Seccomp is added on top of the namespace levels where available. A weak level is never used
 silently: :func:`require_isolation` refuses with one line unless ``GPUTRAIN_SANDBOX_ALLOW_WEAK=1``.
 ``GPUTRAIN_SANDBOX_DISABLE=userns,landlock,...`` switches layers off (tests use it to prove the refusal
 and each fallback; it can only weaken the sandbox, never strengthen a claim).
@@ -122,12 +122,15 @@ def choose_isolation() -> Choice:
     uid = PROBE_UID if root else None
     reachable = blocked_ancestor(interpreter_root()) is None
     ns_layers = ("mount", "pid", "net", "ipc")
+    # In a namespace, Landlock would repeat what the allowlist root, the PID and the network namespace
+    # already enforce (and cost a third of the start-up): seccomp alone is added there.
+    ns_extra = tuple(x for x in extra if x == "seccomp")
     candidates: list[tuple[str, Isolation]] = []
     if root:
-        candidates.append(("namespaces", Isolation("namespaces", (*ns_layers, "uid", *extra, "rlimits"),
+        candidates.append(("namespaces", Isolation("namespaces", (*ns_layers, "uid", *ns_extra, "rlimits"),
                                                    uid, uid, paths, libs)))
     else:
-        candidates.append(("userns", Isolation("userns", ("userns", *ns_layers, *extra, "rlimits"),
+        candidates.append(("userns", Isolation("userns", ("userns", *ns_layers, *ns_extra, "rlimits"),
                                                binding_paths=paths, libraries=libs)))
     for name, isolation in candidates:
         if name in off:
