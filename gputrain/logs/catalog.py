@@ -59,6 +59,7 @@ _EXACT: dict[str, MetricInfo] = {
     "conflicts": MetricInfo(LOWER, "conflicts"),
     "conflicts_per_edge": MetricInfo(LOWER, "conflicts"),
     "val_conflicts_per_edge": MetricInfo(LOWER, "conflicts"),
+    "network_proper_share": MetricInfo(HIGHER, "conflicts"),
 }
 
 #: (pattern, info): first match wins. Order matters: specific before generic.
