@@ -29,6 +29,7 @@ from gputrain.backends.slurm_parse import (
     parse_sbatch_id,
     parse_scontrol_job,
     parse_squeue,
+    slurm_job_id,
 )
 from gputrain.errors import ClusterError, GputrainError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
@@ -232,6 +233,7 @@ class SlurmBackend(Backend):
     # ---- status / cancel ----------------------------------------------------------------------------
     def query(self, job_id: str) -> SlurmJob | None:
         """scontrol (live and recently finished jobs), then sacct when accounting exists."""
+        job_id = slurm_job_id(job_id)
         proc = run_slurm(["scontrol", "show", "job", "-o", job_id])
         if proc.returncode == 0:
             return parse_scontrol_job(proc.stdout)
@@ -252,7 +254,7 @@ class SlurmBackend(Backend):
             known = record.state if record else "UNKNOWN"
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
-        if record is not None and record.backend == "slurm":
+        if record is not None and record.backend == "slurm" and not self.registry.read_only():
             self.registry.update(
                 record.job_id, state=job.state, exit_code=job.exit_code,
                 extra={"reason": job.reason, "restarts": job.restarts, "nodes": job.nodes},
@@ -280,7 +282,7 @@ class SlurmBackend(Backend):
         return [updated.get(r.job_id, r) for r in records]
 
     def cancel(self, job_id: str) -> None:
-        proc = run_slurm(["scancel", job_id])
+        proc = run_slurm(["scancel", slurm_job_id(job_id)])
         if proc.returncode != 0:
             raise ClusterError(_one_line("scancel", proc.stderr))
         if self.registry.find(job_id) is not None:

@@ -135,10 +135,11 @@ def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug:
 
 def _refresh(records: list[JobRecord]) -> list[JobRecord]:
     from gputrain.backends.slurm import SlurmBackend
+    from gputrain.errors import RegistryError
 
     try:
         return SlurmBackend().refresh(records)
-    except ClusterError as exc:
+    except (ClusterError, RegistryError) as exc:  # a read-only $GPUTRAIN_HOME still lists its jobs
         from gputrain.cli.output import warn
 
         warn(f"states not refreshed: {exc}")

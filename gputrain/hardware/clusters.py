@@ -15,14 +15,13 @@ Built-ins ``supercloud`` and ``testbed`` ship here; users add their own in
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import ValidationError
 
-from gputrain.contract.cluster import ClusterProfile, GresStyle
+from gputrain import safeyaml
+from gputrain.contract.cluster import WORD_RE, ClusterProfile, GresStyle
 from gputrain.errors import ClusterProfileError, unknown_name
 
 if TYPE_CHECKING:
@@ -74,9 +73,10 @@ def _user_profiles() -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ClusterProfileError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
+    data = safeyaml.load(text, str(path), ClusterProfileError)
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
@@ -116,7 +116,7 @@ def load_cluster(name: str) -> ClusterProfile:
     return _build(name, raw, src)
 
 
-_SAFE_RE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_SAFE_RE = WORD_RE
 REQUEUE_EXIT_CODE = 75  # same value as gputrain.train.runtime.signals.REQUEUE_EXIT_CODE (train/ is an island)
 
 
@@ -165,9 +165,6 @@ def sbatch_settings(
         for opt in ("partition", "account", "qos", "constraint")
         if getattr(profile, opt)
     ]
-    for line in [*profile.sbatch_extra, *profile.setup]:
-        if "\n" in line or "\r" in line:
-            raise ClusterProfileError(f"cluster {profile.name!r}: setup/sbatch_extra lines must be single lines")
     return {
         "cluster_name": profile.name,
         "job_name": _directive("recipe name", plan.recipe.name),
