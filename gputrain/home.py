@@ -12,15 +12,13 @@ import os
 import re
 from pathlib import Path
 
-from gputrain.errors import GputrainError
+from gputrain.errors import UserError
 
 _NAME_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 
 
-class UnsafeNameError(GputrainError):
+class UnsafeNameError(UserError):
     """A name from outside cannot be used as a path component (exit code 2)."""
-
-    exit_code = 2
 
 
 def gputrain_home() -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import site
@@ -63,4 +64,4 @@ def test_wheel_ships_templates_and_recipes_and_finds_them(tmp_path: Path) -> Non
     plan = subprocess.run([str(script), "plan", "gnn_coloring", "--gpu", "cpu", "--gpus", "2", "--json"],
                           cwd=tmp_path, capture_output=True, text=True, env=env)
     assert plan.returncode == 0, plan.stderr
-    assert '"recipe": "gnn_coloring"' in plan.stdout
+    assert json.loads(plan.stdout)["recipe"]["name"] == "gnn_coloring"
