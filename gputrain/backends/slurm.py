@@ -97,12 +97,13 @@ def prepare_job(
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
 
-    from gputrain.render.render import render_sbatch
+    from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
     logs_dir = Path(logs_dir).absolute()
     plan = plan.model_copy(update={"artifacts": {**plan.artifacts, "job.sbatch": "job.sbatch"}})
+    inputs = SbatchInputs.here(plan, logs_dir=str(logs_dir), stamp=STAMP_MARK, debug=debug)
     files = {
-        "job.sbatch": render_sbatch(plan, logs_dir=logs_dir, stamp=STAMP_MARK, debug=debug),
+        "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
         "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
     }
