@@ -9,7 +9,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gputrain.errors import ClusterError
+from gputrain.errors import ClusterError, UserError
+
+SLURM_JOB_ID_RE = re.compile(r"^\d+(_\d+)?\Z")
+"""A Slurm job id (``4242``) or array task (``4242_3``): the only text gputrain passes to scancel/scontrol."""
+
+
+def check_slurm_job_id(job_id: str) -> str:
+    """``job_id`` if it is a plain Slurm job id; anything else (``-u``, ``--me``, ``1;id``) is a UserError, so
+    that a registry row or an argument can never become an option of a Slurm command."""
+    if not SLURM_JOB_ID_RE.match(job_id):
+        raise UserError(f"{job_id!r} is not a Slurm job id (digits, or digits_digits for an array task)")
+    return job_id
 
 _STATE_MAP = {
     "PENDING": "PENDING", "CONFIGURING": "PENDING", "SUSPENDED": "PENDING", "STOPPED": "PENDING",
