@@ -16,10 +16,18 @@ One rule for exit codes, so scripts can tell "fix your command" from "try again 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 WORLD_ERROR = 1
 USER_ERROR = 2
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\n``, ``\\x1b``): a file name or a value that
+    holds one can neither break the one-line message nor drive the terminal."""
+    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 class GputrainError(Exception):
@@ -28,6 +36,7 @@ class GputrainError(Exception):
     exit_code: int = WORLD_ERROR
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        message = visible(message)
         super().__init__(message)
         self.message = message
         if exit_code is not None:

@@ -23,13 +23,13 @@ from gputrain.backends.slurm_parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     SlurmJob,
-    check_slurm_job_id,
     explain_sbatch_error,
     gres_offered,
     parse_sacct,
     parse_sbatch_id,
     parse_scontrol_job,
     parse_squeue,
+    slurm_job_id,
 )
 from gputrain.errors import ClusterError, GputrainError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
@@ -234,7 +234,8 @@ class SlurmBackend(Backend):
     # ---- status / cancel ----------------------------------------------------------------------------
     def query(self, job_id: str) -> SlurmJob | None:
         """scontrol (live and recently finished jobs), then sacct when accounting exists."""
-        proc = run_slurm(["scontrol", "show", "job", "-o", "--", check_slurm_job_id(job_id)])
+        job_id = slurm_job_id(job_id)
+        proc = run_slurm(["scontrol", "show", "job", "-o", "--", job_id])
         if proc.returncode == 0:
             return parse_scontrol_job(proc.stdout)
         err = proc.stderr.lower()
@@ -254,7 +255,7 @@ class SlurmBackend(Backend):
             known = record.state if record and record.state in FINAL_STATES else "UNKNOWN"
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
-        if record is not None and record.backend == "slurm":
+        if record is not None and record.backend == "slurm" and not self.registry.read_only():
             self.registry.update(
                 record.job_id, state=job.state, exit_code=job.exit_code,
                 extra={"reason": job.reason, "restarts": job.restarts, "nodes": job.nodes},
@@ -284,7 +285,7 @@ class SlurmBackend(Backend):
     def cancel(self, job_id: str) -> str:
         """scancel a job gputrain submitted; returns its state after. A job Slurm reports as ended is left
         alone (its state recorded): scancel on it would answer 0 and say nothing."""
-        record = self.registry.find(check_slurm_job_id(job_id))
+        record = self.registry.find(slurm_job_id(job_id))
         if record is None or record.backend != "slurm":
             raise UserError(f"no Slurm job {job_id} in the registry: gputrain cancels only jobs it submitted")
         current = self.status(job_id)

@@ -9,18 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gputrain.errors import ClusterError, UserError
-
-SLURM_JOB_ID_RE = re.compile(r"^\d+(_\d+)?\Z")
-"""A Slurm job id (``4242``) or array task (``4242_3``): the only text gputrain passes to scancel/scontrol."""
-
-
-def check_slurm_job_id(job_id: str) -> str:
-    """``job_id`` if it is a plain Slurm job id; anything else (``-u``, ``--me``, ``1;id``) is a UserError, so
-    that a registry row or an argument can never become an option of a Slurm command."""
-    if not SLURM_JOB_ID_RE.match(job_id):
-        raise UserError(f"{job_id!r} is not a Slurm job id (digits, or digits_digits for an array task)")
-    return job_id
+from gputrain.errors import ClusterError
 
 _STATE_MAP = {
     "PENDING": "PENDING", "CONFIGURING": "PENDING", "SUSPENDED": "PENDING", "STOPPED": "PENDING",
@@ -34,6 +23,22 @@ _STATE_MAP = {
     "TIMEOUT": "TIMEOUT", "DEADLINE": "TIMEOUT",
     "PREEMPTED": "PREEMPTED",
 }
+
+
+#: A job id as Slurm prints it: ``4242``, an array task ``4242_7``, a het component ``4242+1``.
+_JOB_ID_RE = re.compile(r"\A[0-9]{1,12}(?:_[0-9]{1,8})?(?:\+[0-9]{1,4})?\Z")
+
+
+def slurm_job_id(text: str) -> str:
+    """``text`` if it is a Slurm job id, else a one-line error (exit 2): never an option or a user name.
+
+    Call before any ``scancel``/``squeue``/``scontrol``/``sacct``: ``gputrain cancel -- --user=root`` must
+    not become ``scancel --user=root``.
+    """
+    if not _JOB_ID_RE.match(text):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ClusterError(f"{shown!r} is not a Slurm job id (digits, e.g. 4242 or 4242_7)", exit_code=2)
+    return text
 
 
 _ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})

@@ -38,8 +38,12 @@ class NotStarted(Exception):
 
 def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
     """A path (job folder or log file) works without the registry; anything else is looked up there."""
+    from gputrain.logs.display import require_regular_file
+
     path = Path(ref).expanduser()
     if path.exists():
+        if not path.is_dir():
+            require_regular_file(path)  # /dev/zero, a FIFO: refused before anything opens them
         return path, _find_record(str(path) if path.is_dir() else None)  # find() tries resolved spellings
     record = _find_record(ref)
     if record is None:
@@ -131,14 +135,16 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
         return
+    from gputrain.logs.display import safe_data, safe_lines
+
     if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
         from gputrain.logs.report import print_rich
 
-        print_rich(summary)
+        print_rich(safe_data(summary))
     else:
         from gputrain.logs.report import render_text
 
-        sys.stdout.write(render_text(summary))
+        sys.stdout.write(safe_lines(render_text(summary)))
 
 
 def _log_paths(target: Path) -> list[Path]:
@@ -146,10 +152,12 @@ def _log_paths(target: Path) -> list[Path]:
 
     if target.is_file():
         return [target]
+    from gputrain.logs.display import require_regular_file
+
     logs = find_logs(target)
     if not logs:
         raise LogError(f"{target}: no log file in this job folder (expected training_output.log)")
-    return logs
+    return [require_regular_file(p) if p.exists() else p for p in logs]
 
 
 def logs_command(
@@ -245,11 +253,13 @@ def _summary_already_shown(job_dir: Path | None, shown: deque[str]) -> bool:
 
 def _show_lines(paths: list[Path], line_filter: Any, n: int, scan_all: bool) -> None:
     """Last ``n`` lines; with --grep, every matching line of the whole file (streamed, bounded memory)."""
+    from gputrain.logs.display import require_regular_file
     from gputrain.logs.follow import Tail, _file_rank, display_line
 
     for path in paths:
-        if not path.is_file():
+        if not path.exists():
             raise LogError(f"{path}: no such log file")
+        require_regular_file(path)
         file_rank = _file_rank(path) if len(paths) > 1 else None
         tail = Tail(path, file_rank)
         raws = tail.read() if scan_all else tail.open(n)

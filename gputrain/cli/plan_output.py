@@ -56,6 +56,9 @@ def print_plan(plan: JobPlan, *, show_scripts: bool) -> None:
         if isinstance(value, float):
             value = f"{value:.4g}"
         print(f"  {label:<20} {value!s:<12} {_source(plan, dotted)}")
+    secrets = list(plan.recipe.secrets)
+    print(f"  {'secrets (by name)':<20} {', '.join(secrets) if secrets else 'none'}   read from the environment "
+          "when the job runs; never written to a script")
     est = plan.estimate
     print("\nestimate")
     if est.memory_gib_per_gpu is not None:

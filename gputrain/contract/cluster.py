@@ -12,7 +12,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 GresStyle = Literal["typed", "plain", "gpus-per-node"]
-_TIME_RE = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+# Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
+_TIME_RE = re.compile(r"\A(\d+-)?\d{1,3}:\d{2}:\d{2}\Z")
+#: A value sbatch reads from an ``#SBATCH`` line (no shell parses it): plain words only.
+WORD_RE = re.compile(r"\A[A-Za-z0-9_@%+=:,./-]+\Z")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class ClusterProfile(BaseModel):
@@ -43,6 +47,25 @@ class ClusterProfile(BaseModel):
     def _check_time(cls, value: str | None) -> str | None:
         if value is not None and not _TIME_RE.match(value):
             raise ValueError(f"max_time {value!r} is not HH:MM:SS (or D-HH:MM:SS)")
+        return value
+
+    @field_validator("name", "gpu", "gres_type", "partition", "account", "qos", "constraint")
+    @classmethod
+    def _plain_word(cls, value: str | None) -> str | None:
+        """These end up in ``#SBATCH`` lines, which sbatch (not a shell) parses: plain words only."""
+        if value is not None and not WORD_RE.match(value):
+            raise ValueError(f"{value!r} may only hold letters, digits and _@%+=:,./- (no spaces, quotes or "
+                             "line breaks)")
+        return value
+
+    @field_validator("description", "setup", "sbatch_extra")
+    @classmethod
+    def _single_lines(cls, value: str | list[str]) -> str | list[str]:
+        for line in [value] if isinstance(value, str) else value:
+            found = _CONTROL_RE.search(line)
+            if found:
+                raise ValueError(f"{line[:60]!r} holds the control character {found.group()!r}; use one line per "
+                                 "entry")
         return value
 
     def gres_option(self, gpus: int) -> str | None:

@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from gputrain import safeyaml
 from gputrain.contract.cluster import ClusterProfile, GresStyle
 from gputrain.errors import ClusterProfileError, unknown_name
 
@@ -72,9 +72,10 @@ def _user_profiles() -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ClusterProfileError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
+    data = safeyaml.load(text, str(path), ClusterProfileError)
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):

@@ -25,8 +25,14 @@ from gputrain.recipe.entrypoints import ENTRYPOINTS
 #: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
 AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GRPOAlgorithm
 
-_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
+_TIME_RE = re.compile(r"\A(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
+_ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_RECIPE_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+#: Credentials of the machine that launches jobs: forwarding them would hand a pod (or anything the
+#: training runs) the power to create, bill and delete your other pods, or to use your ssh agent.
+LAUNCHER_CREDENTIALS = ("RUNPOD_API_KEY", "SSH_AUTH_SOCK")
+LAUNCHER_CREDENTIAL_PREFIXES = ("RUNPOD_",)
 _SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 
 
@@ -143,7 +149,7 @@ class Profile(Strict):
 
 
 class Recipe(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(description="letters, digits, '_', '.', '-'; it names jobs and folders")
     description: str = ""
     entrypoint: str
     model: ModelSpec
@@ -162,6 +168,14 @@ class Recipe(Strict):
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     estimate: EstimateSpec = Field(default_factory=EstimateSpec)
     profiles: dict[str, Profile] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not _RECIPE_NAME_RE.match(value):
+            raise ValueError(f"name {value!r} must be letters, digits, '_', '.' or '-' (starting with a letter "
+                             "or digit)")
+        return value
 
     @field_validator("entrypoint")
     @classmethod
@@ -199,7 +213,14 @@ class Recipe(Strict):
         for name in value:
             if not _ENV_NAME_RE.match(name):
                 raise ValueError(f"secret {name!r} must be an environment variable name, never a value")
+            if is_launcher_credential(name):
+                raise ValueError(f"secret {name} is a credential of the launching machine; a recipe may not "
+                                 "forward it to a job")
         return value
+
+
+def is_launcher_credential(name: str) -> bool:
+    return name in LAUNCHER_CREDENTIALS or name.startswith(LAUNCHER_CREDENTIAL_PREFIXES)
 
 
 def algorithm_model(entrypoint: str) -> type[BaseModel]:

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
     from gputrain.render.sbatch import SbatchInputs
 
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+#: C0 control characters and DEL: a newline ends a comment or an ``#SBATCH`` line even inside quotes.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 #: Which templates each target renders, and the file name each lands under.
 TARGET_TEMPLATES: dict[str, dict[str, str]] = {
@@ -45,18 +47,35 @@ class Trusted(str):
     """Text a filter produced deliberately; ``finalize`` emits it as is."""
 
 
+def no_controls(text: str) -> str:
+    """``text`` unchanged, or a RenderError if it holds a control character (``\\n``, ``\\r``, ``\\0``, ...).
+
+    Quoting cannot make a newline safe: in a comment or an ``#SBATCH`` line it starts a new shell line.
+    """
+    found = CONTROL_RE.search(text)
+    if found:
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise RenderError(f"refusing to render {shown!r}: it contains the control character {found.group()!r}")
+    return text
+
+
 def shq(value: Any) -> Trusted:
     """Shell-quote one value (lists become space-separated quoted words)."""
     if isinstance(value, list | tuple):
-        return Trusted(" ".join(shlex.quote(str(v)) for v in value))
-    return Trusted(shlex.quote(str(value)))
+        return Trusted(" ".join(shlex.quote(no_controls(str(v))) for v in value))
+    return Trusted(shlex.quote(no_controls(str(value))))
+
+
+def comment(value: Any) -> Trusted:
+    """Text for a ``#`` comment line: control characters shown as escapes (a file name may hold one)."""
+    return Trusted(CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], str(value)))
 
 
 def raw(value: Any) -> Trusted:
     """Emit without quoting: only for numbers and names the template controls."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise RenderError(f"refusing to emit {type(value).__name__} unquoted")
-    text = str(value)
+    text = no_controls(str(value))
     if shlex.quote(text) != text:
         raise RenderError(f"refusing to emit {text!r} unquoted: it contains shell metacharacters")
     return Trusted(text)
@@ -69,8 +88,8 @@ def shell_line(value: Any) -> Trusted:
     they may not smuggle in extra lines.
     """
     text = str(value)
-    if "\n" in text or "\r" in text or "\0" in text:
-        raise RenderError(f"a set-up line must be a single line: {text!r}")
+    if CONTROL_RE.search(text):
+        raise RenderError(f"a set-up line must be a single line without control characters: {text!r}")
     return Trusted(text)
 
 
@@ -91,7 +110,7 @@ def _finalize(value: Any) -> Any:
         return value
     if value is None:
         raise RenderError("a template tried to emit an empty (None) value")
-    return shlex.quote(str(value))
+    return shlex.quote(no_controls(str(value)))
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -123,7 +142,8 @@ def environment(directory: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(shq=shq, raw=raw, env_ref=env_ref, env_default=env_default, shell_line=shell_line)
+    env.filters.update(shq=shq, raw=raw, env_ref=env_ref, env_default=env_default, shell_line=shell_line,
+                       comment=comment)
     return env
 
 

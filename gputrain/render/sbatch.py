@@ -13,19 +13,17 @@ the profile's. ``#SBATCH`` lines are parsed by sbatch, not a shell, so they carr
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gputrain import __version__
-from gputrain.contract.cluster import ClusterProfile
+from gputrain.contract.cluster import WORD_RE, ClusterProfile
 from gputrain.errors import ClusterProfileError, RenderError
 from gputrain.render.render import render_template, template_context
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
 
-_SAFE_RE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 REQUEUE_EXIT_CODE = 75
 """The training's "checkpointed, run me again" exit code (the job-folder contract; train/ is an island)."""
 
@@ -77,7 +75,7 @@ def _seconds(hms: str) -> int:
 def _directive(what: str, value: Any) -> str:
     """#SBATCH lines are parsed by sbatch, not a shell: only plain words can be carried safely."""
     text = str(value)
-    if not _SAFE_RE.match(text):
+    if not WORD_RE.match(text):
         raise ClusterProfileError(f"{what} {text!r} has characters an #SBATCH line cannot carry (spaces, quotes...)")
     return text
 
@@ -97,9 +95,6 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         for opt in ("partition", "account", "qos", "constraint")
         if getattr(profile, opt)
     ]
-    for line in [*profile.sbatch_extra, *profile.setup]:
-        if "\n" in line or "\r" in line:
-            raise ClusterProfileError(f"cluster {profile.name!r}: setup/sbatch_extra lines must be single lines")
     return {
         "cluster_name": profile.name,
         "job_name": _directive("recipe name", plan.recipe.name),

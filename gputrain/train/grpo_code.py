@@ -51,12 +51,15 @@ def build_code_task(data: DataSpec, algo: GRPOAlgorithm, *, seed: int = 0, world
     """The code task of a resolved recipe's ``data`` and ``algorithm``: prompts, the sandboxed reward,
     evaluation."""
     from gputrain.train.code_reward import build_prompt, score_completions_detailed
+    from gputrain.train.code_reward.reward import get_pool
     from gputrain.train.sandbox import SandboxLimits
 
     train, held_out = load_code_tasks(data, seed, algo.eval_dataset)
     workers = algo.sandbox_workers or max(1, min(4, (os.cpu_count() or 2) // max(1, world_size)))
     # sandbox_timeout_s bounds one test; the whole program (setup and every test) gets twice that.
     limits = SandboxLimits(test_seconds=algo.sandbox_timeout_s, wall_seconds=2 * algo.sandbox_timeout_s)
+    # Chosen now, before any training: where only weak isolation exists this refuses with one line.
+    sandbox = get_pool(workers, limits).describe()
 
     def rows(tasks: list[Any]) -> list[Row]:
         return [{"prompt": build_prompt(t), "task": t} for t in tasks]
@@ -104,6 +107,7 @@ def build_code_task(data: DataSpec, algo: GRPOAlgorithm, *, seed: int = 0, world
         score=score,
         evaluate=evaluate,
         corpus=corpus,
+        report={"sandbox": sandbox},
     )
 
 
@@ -111,6 +115,8 @@ def main(ctx: RunContext) -> int:
     from gputrain.train.grpo.trainer import train_grpo
 
     task = build_code_task(ctx.recipe.data, ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, world_size=ctx.world_size)
+    sandbox = task.report["sandbox"]
+    ctx.print0(f"[grpo_code] sandbox isolation: {sandbox['level']} ({', '.join(sandbox['layers'])})")
     return train_grpo(ctx, task)
 
 

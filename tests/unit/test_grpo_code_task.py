@@ -52,3 +52,23 @@ def test_timed_out_program_is_not_cached_and_scores_when_run_again() -> None:
     assert task.score([completion], [row]) == [[0.0]]
     time.sleep(max(0.0, slow_until - time.time()))
     assert task.score([completion], [row]) == [[1.0]]
+
+
+def test_the_trainer_refuses_to_start_without_a_strong_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputrain.errors import SandboxError
+    from gputrain.train.code_reward.reward import get_pool
+    from gputrain.train.sandbox import choose_isolation
+
+    monkeypatch.setenv("GPUTRAIN_SANDBOX_DISABLE", "namespaces,userns,landlock")
+    monkeypatch.delenv("GPUTRAIN_SANDBOX_ALLOW_WEAK", raising=False)
+    choose_isolation.cache_clear()
+    get_pool.cache_clear()
+    try:
+        with pytest.raises(SandboxError, match="GPUTRAIN_SANDBOX_ALLOW_WEAK=1"):
+            build_code_task(DATA, GRPOAlgorithm(sandbox_workers=2), seed=0, world_size=2)
+    finally:
+        monkeypatch.delenv("GPUTRAIN_SANDBOX_DISABLE")
+        choose_isolation.cache_clear()
+        get_pool.cache_clear()
+    task = build_code_task(DATA, GRPOAlgorithm(sandbox_workers=2), seed=0, world_size=2)
+    assert task.report["sandbox"]["strong"] is True

@@ -63,7 +63,6 @@ def test_hostile_values_never_run(tmp_path: Path) -> None:
     assert not PWNED.exists(), "a recipe value ran a shell command"
     seen = json.loads((job / "seen.json").read_text())
     assert seen["env"]["EVIL"] == plan.recipe.env["EVIL"]
-    assert seen["env"]["NEWLINE"] == "a\ntouch /tmp/gputrain-pwned"
     assert "warning: secret WANDB_API_KEY is not set" in proc.stderr
     assert seen["argv"][-4:] == ["--plan", f"{job}/plan.json", "--job-dir", str(job)]
 

@@ -30,6 +30,14 @@ from gputrain.errors import GputrainError, RunPodError, RunPodUsageError
 REQUEUE_EXIT_CODE = 75
 
 
+def forwarded_secrets(requested: list[str]) -> list[str]:
+    """The recipe's secrets that go to the pod: set here, and never a credential of this machine (the
+    recipe schema refuses those too; a plan.json edited by hand must not get around it)."""
+    from gputrain.recipe.schema import is_launcher_credential
+
+    return [n for n in requested if n in os.environ and not is_launcher_credential(n)]
+
+
 class Interrupted(GputrainError):
     exit_code = 130
 
@@ -92,10 +100,13 @@ class Up:
     def run(self) -> int:
         from gputrain.atomic import write_atomic
         from gputrain.backends.runpod.bundle import image_cuda, render_bundle
+        from gputrain.home import safe_name
         from gputrain.planner import make_plan
         from gputrain.registry.store import JobRecord, JobRegistry
 
         opts = self.opts
+        if opts.name is not None:
+            safe_name(opts.name, "--name")
         api_key = load_api_key()
         first = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                           overrides=opts.overrides, target="docker")
@@ -233,6 +244,8 @@ class Up:
                 raise RunPodError(f"pod {pod.id} went to {pod.status} while starting; see "
                                   f"`gputrain runpod logs {pod.name}`")
             direct = pod.ssh_direct
+            if pod.status == "RUNNING" and pod.ssh_problem:
+                raise RunPodError(f"pod {pod.id}: {pod.ssh_problem}; not connecting")
             if pod.status == "RUNNING" and direct is not None:
                 self.say(f"pod {pod.id} RUNNING, ssh {direct.username}@{direct.host} -p {direct.port}")
                 return direct
@@ -243,7 +256,8 @@ class Up:
 
     def _train(self, client: RunPodClient, shell: PodShell, plan: Any, remote: str, job_dir: Path) -> int:
         """Secrets travel as shell assignments on ssh's stdin: never in the pod's env, argv or a file."""
-        names = [n for n in plan.recipe.secrets if n in os.environ]
+        names = forwarded_secrets(list(plan.recipe.secrets))
+        self.say(f"secrets forwarded to the pod (by name): {', '.join(names) or 'none'}")
         exports = "".join(f"{n}={shlex.quote(os.environ[n])}\n" for n in names)
         command = (f"cd {shlex.quote(remote)} && set -a && eval \"$(cat)\" && set +a && "
                    f"GPUTRAIN_JOB_DIR={shlex.quote(remote + '/job')} exec bash run_multigpu.sh")

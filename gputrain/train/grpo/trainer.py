@@ -363,6 +363,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "reward_first10": sum(head) / len(head) if head else None,
             "reward_last10": sum(tail) / len(tail) if tail else None,
             **{f"eval_{k}": v for k, v in last_eval.items()},
+            **task.report,
         },
     )
     return 0
