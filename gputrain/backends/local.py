@@ -203,19 +203,55 @@ class LocalBackend(Backend):
             state = "UNKNOWN"  # the supervisor died without recording the end
         return JobStatus(job_id=rec.job_id, state=state, exit_code=rec.exit_code, source="registry")
 
-    def cancel(self, job_id: str) -> None:
+    def cancel(self, job_id: str, grace_s: float = 30.0) -> str:
+        """End the job and every process it started; returns its state after (CANCELLED, or how it had
+        already ended). SIGTERM first (torchrun passes it on; the runtime checkpoints and exits), SIGKILL
+        for whatever is left after ``grace_s``; the supervisor then records the end state and the summary."""
         rec = self.registry.get(job_id)
         if rec.state in FINAL_STATES:
-            return
-        pid = (rec.extra or {}).get("pid")
+            return rec.state
         self.registry.update(job_id, extra={"cancel_requested": True})
+        pid = (rec.extra or {}).get("pid")
         if isinstance(pid, int) and _alive(pid):
-            try:
-                os.killpg(pid, signal.SIGTERM)  # torchrun passes it on; the runtime checkpoints and exits 75
-            except ProcessLookupError:
-                pass  # ended between the check and the kill: the supervisor records its end state
-        else:
-            self.registry.update(job_id, state="CANCELLED")
+            _end_process_tree(pid, grace_s)
+            ended = self._wait_final(job_id, timeout_s=grace_s + 60)
+            if ended is not None:
+                return ended
+        self.registry.update(job_id, state="CANCELLED")
+        return "CANCELLED"
+
+    def _wait_final(self, job_id: str, timeout_s: float) -> str | None:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            state = self.registry.get(job_id).state
+            if state in FINAL_STATES:
+                return state
+            time.sleep(0.2)
+        return None
+
+
+def _end_process_tree(pid: int, grace_s: float) -> None:
+    """SIGTERM the launcher's process group, then SIGKILL every process of the tree still alive after
+    ``grace_s`` (a worker or a program it started may have left the group). psutil only here: cancel is rare."""
+    import psutil
+
+    try:
+        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=10)
 
 
 def _alive(pid: int) -> bool:

@@ -31,7 +31,7 @@ from gputrain.backends.slurm_parse import (
     parse_squeue,
     slurm_job_id,
 )
-from gputrain.errors import ClusterError, GputrainError
+from gputrain.errors import ClusterError, GputrainError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
 
 if TYPE_CHECKING:
@@ -98,12 +98,13 @@ def prepare_job(
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
 
-    from gputrain.render.render import render_sbatch
+    from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
     logs_dir = Path(logs_dir).absolute()
     plan = plan.model_copy(update={"artifacts": {**plan.artifacts, "job.sbatch": "job.sbatch"}})
+    inputs = SbatchInputs.here(plan, logs_dir=str(logs_dir), stamp=STAMP_MARK, debug=debug)
     files = {
-        "job.sbatch": render_sbatch(plan, logs_dir=logs_dir, stamp=STAMP_MARK, debug=debug),
+        "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
         "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
     }
@@ -157,7 +158,7 @@ class SlurmBackend(Backend):
             os.rename(staging, job_dir)
             self.registry.add(self._record(job_id, job_dir, job))
         except (OSError, GputrainError) as exc:
-            run_slurm(["scancel", job_id])
+            run_slurm(["scancel", "--", job_id])
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(job_dir, ignore_errors=True)
             if isinstance(exc, GputrainError):
@@ -165,7 +166,7 @@ class SlurmBackend(Backend):
             raise ClusterError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
         released = run_slurm(["scontrol", "release", job_id])
         if released.returncode != 0:
-            run_slurm(["scancel", job_id])
+            run_slurm(["scancel", "--", job_id])
             self.registry.update(job_id, state="CANCELLED", extra={"reason": "release failed"})
             raise ClusterError(_one_line("scontrol release", released.stderr))
         return Submission(job_id=job_id, job_dir=job_dir, script=script)
@@ -234,7 +235,7 @@ class SlurmBackend(Backend):
     def query(self, job_id: str) -> SlurmJob | None:
         """scontrol (live and recently finished jobs), then sacct when accounting exists."""
         job_id = slurm_job_id(job_id)
-        proc = run_slurm(["scontrol", "show", "job", "-o", job_id])
+        proc = run_slurm(["scontrol", "show", "job", "-o", "--", job_id])
         if proc.returncode == 0:
             return parse_scontrol_job(proc.stdout)
         err = proc.stderr.lower()
@@ -250,8 +251,8 @@ class SlurmBackend(Backend):
     def status(self, job_id: str) -> JobStatus:
         job = self.query(job_id)
         record = self.registry.find(job_id)
-        if job is None:
-            known = record.state if record else "UNKNOWN"
+        if job is None:  # ended long enough ago for scontrol to forget it, and no accounting to ask
+            known = record.state if record and record.state in FINAL_STATES else "UNKNOWN"
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
         if record is not None and record.backend == "slurm" and not self.registry.read_only():
@@ -281,9 +282,17 @@ class SlurmBackend(Backend):
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
         return [updated.get(r.job_id, r) for r in records]
 
-    def cancel(self, job_id: str) -> None:
-        proc = run_slurm(["scancel", slurm_job_id(job_id)])
+    def cancel(self, job_id: str) -> str:
+        """scancel a job gputrain submitted; returns its state after. A job Slurm reports as ended is left
+        alone (its state recorded): scancel on it would answer 0 and say nothing."""
+        record = self.registry.find(slurm_job_id(job_id))
+        if record is None or record.backend != "slurm":
+            raise UserError(f"no Slurm job {job_id} in the registry: gputrain cancels only jobs it submitted")
+        current = self.status(job_id)
+        if current.state in FINAL_STATES:
+            return current.state
+        proc = run_slurm(["scancel", "--", job_id])
         if proc.returncode != 0:
             raise ClusterError(_one_line("scancel", proc.stderr))
-        if self.registry.find(job_id) is not None:
-            self.registry.update(job_id, state="CANCELLED")
+        self.registry.update(job_id, state="CANCELLED", extra={"cancelled_by": getpass.getuser()})
+        return "CANCELLED"

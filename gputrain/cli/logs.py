@@ -50,33 +50,29 @@ def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
         raise LogError(f"{ref}: no such file, folder or job (see `gputrain jobs`)")
     if record.state == "PENDING":
         raise NotStarted(pending_message(record))
-    if not record.job_dir:
+    from gputrain.backends.table import backend_of
+
+    job_dir = backend_of(record).logs_location(record)
+    if job_dir is None:
         raise LogError(f"job {record.job_id} has no job folder recorded in the registry")
-    job_dir = Path(record.job_dir)
     if not job_dir.is_dir():
         raise LogError(f"job {record.job_id}: job folder {job_dir} is missing")
     return job_dir, record
 
 
 def pending_message(record: JobRecord) -> str:
-    """``job 4242 is PENDING (Resources): no output yet``; the reason from the scheduler when it has one."""
-    reason = (record.extra or {}).get("reason")
-    if record.backend == "slurm" and not reason:
-        reason = _slurm_reason(record.job_id)
+    """``job 4242 is PENDING (Resources): no output yet``: the reason from the registry, else its backend."""
+    reason = (record.extra or {}).get("reason") or _backend_reason(record)
     return f"job {record.job_id} is PENDING{f' ({reason})' if reason else ''}: no output yet"
 
 
-def _slurm_reason(job_id: str) -> str | None:
-    import shutil
-    import subprocess
+def _backend_reason(record: JobRecord) -> str | None:
+    from gputrain.backends.table import backend_of
 
-    if shutil.which("squeue") is None or not job_id.isdigit():
-        return None
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%r"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        return backend_of(record).status(record.job_id).reason or None
+    except GputrainError:
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def world_size(job_dir: Path | None, record: JobRecord | None) -> int | None:
@@ -124,34 +120,15 @@ def job_finished(job_dir: Path | None, record: JobRecord | None) -> Callable[[],
         fresh = _find_record(record.job_id) or record
         if fresh.state in TERMINAL:
             return True
-        pid = (fresh.extra or {}).get("pid")
-        if fresh.backend == "local" and isinstance(pid, int):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-        if fresh.backend == "slurm":
-            return _slurm_gone(fresh.job_id)
-        return False
+        from gputrain.backends.table import backend_of
+
+        try:  # the backend's own answer: a local supervisor that died, a Slurm job that left the queue
+            state = backend_of(fresh).status(fresh.job_id).state
+        except GputrainError:
+            return False
+        return state in TERMINAL or state == "UNKNOWN"
 
     return finished
-
-
-def _slurm_gone(job_id: str) -> bool:
-    import shutil
-    import subprocess
-
-    if shutil.which("squeue") is None:
-        return False
-    try:
-        out = subprocess.run(
-            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and not out.stdout.strip()
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
