@@ -31,6 +31,7 @@ from gputrain.backends.slurm_parse import (
     parse_squeue,
     slurm_job_id,
 )
+from gputrain.contract import jobstate
 from gputrain.errors import ClusterError, GputrainError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
 
@@ -225,7 +226,7 @@ class SlurmBackend(Backend):
         cluster = job.cluster
         return JobRecord(
             job_id=job_id, backend="slurm", name=job_dir.name, cluster=cluster.get("name"),
-            recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state="PENDING",
+            recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state=jobstate.PENDING,
             gpu=job.gpu, gpus_per_node=job.gpus_per_node, nodes=job.nodes,
             extra={"partition": cluster.get("partition"), "user": getpass.getuser(),
                    **({"sweep": job.sweep} if job.sweep else {})},
@@ -255,12 +256,17 @@ class SlurmBackend(Backend):
             known = record.state if record and record.state in FINAL_STATES else "UNKNOWN"
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
+        state, reason = job.state, job.reason
+        if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
+            markers = jobstate.markers_in(record.job_dir if record is not None else None)
+            ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))
+            state, reason = ending.state, reason or ending.reason
         if record is not None and record.backend == "slurm" and not self.registry.read_only():
             self.registry.update(
-                record.job_id, state=job.state, exit_code=job.exit_code,
-                extra={"reason": job.reason, "restarts": job.restarts, "nodes": job.nodes},
+                record.job_id, state=state, exit_code=job.exit_code,
+                extra={"reason": reason, "restarts": job.restarts, "nodes": job.nodes},
             )
-        return JobStatus(job.job_id, job.state, reason=job.reason, exit_code=job.exit_code,
+        return JobStatus(job.job_id, state, reason=reason, exit_code=job.exit_code,
                          elapsed=job.elapsed, nodes=job.nodes, restarts=job.restarts, source=job.source)
 
     def refresh(self, records: list[JobRecord]) -> list[JobRecord]:
@@ -291,8 +297,10 @@ class SlurmBackend(Backend):
         current = self.status(job_id)
         if current.state in FINAL_STATES:
             return current.state
+        if record.job_dir:
+            jobstate.write_cancel_marker(record.job_dir, "gputrain cancel")  # the job script must not requeue
         proc = run_slurm(["scancel", "--", job_id])
         if proc.returncode != 0:
             raise ClusterError(_one_line("scancel", proc.stderr))
-        self.registry.update(job_id, state="CANCELLED", extra={"cancelled_by": getpass.getuser()})
-        return "CANCELLED"
+        self.registry.update(job_id, state=jobstate.CANCELLED, extra={"cancelled_by": getpass.getuser()})
+        return jobstate.CANCELLED

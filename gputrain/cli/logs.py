@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import GputrainError, LogError
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from gputrain.registry.store import JobRecord
 
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+TERMINAL = ENDED_STATES
 
 
 class NotStarted(Exception):

@@ -21,12 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gputrain.contract.jobstate import FINAL_STATES, STATES
 from gputrain.errors import RegistryError, UnknownJobError
 
-STATES = (
-    "PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "REQUEUED", "UNKNOWN",
-)
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
+__all__ = ["BACKENDS", "FINAL_STATES", "STATES", "JobRecord", "JobRegistry"]
+
 BACKENDS = ("local", "slurm", "runpod")
 _BUSY_TIMEOUT_S = 30.0
 _SCHEMA = """

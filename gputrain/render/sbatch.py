@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gputrain import __version__
+from gputrain.contract import jobstate
 from gputrain.contract.cluster import WORD_RE, ClusterProfile
 from gputrain.errors import ClusterProfileError, RenderError
 from gputrain.render.render import render_template, template_context
@@ -24,7 +25,7 @@ from gputrain.render.render import render_template, template_context
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
 
-REQUEUE_EXIT_CODE = 75
+REQUEUE_EXIT_CODE = jobstate.REQUEUE_EXIT_CODE
 """The training's "checkpointed, run me again" exit code (the job-folder contract; train/ is an island)."""
 
 
@@ -111,6 +112,8 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "signal_seconds": profile.signal_seconds,
         "max_requeues": profile.max_requeues,
         "requeue_exit_code": REQUEUE_EXIT_CODE,
+        "preempted_marker": jobstate.PREEMPTED_MARKER,
+        "cancelled_marker": jobstate.CANCELLED_MARKER,
         "logs_dir": _directive("logs dir", inputs.logs_dir),
         "workdir": _directive("working dir", inputs.workdir),
         "stamp": _directive("stamp", inputs.stamp),
