@@ -33,8 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
+from gputrain.planner import make_plan
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.recipe.schema import ModelSpec
 from gputrain.train.bd3lm import bd3lm_task
 from gputrain.train.diffusion.clip_search import clip_candidates
 from gputrain.train.diffusion.data import ByteTokenizer, generate_problems
@@ -71,7 +74,9 @@ def config(seed: int, steps: int, algorithm: dict[str, Any]) -> dict[str, Any]:
 
 def train(job: Path, cfg: dict[str, Any]) -> float:
     job.mkdir(parents=True)
-    (job / "plan.json").write_text(json.dumps({"config": cfg, "precision": "fp32"}))
+    (job / "recipe.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    plan = make_plan(job / "recipe.yaml", gpu="cpu", gpus_per_node=1)  # the planner writes what a run gets
+    (job / "plan.json").write_text(plan.to_json())
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     tic = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "gputrain.train.bd3lm", "--plan", str(job / "plan.json"),
@@ -133,7 +138,7 @@ def idle_steps(net: DiT, layout: Layout, algo: DiffusionAlgorithm) -> tuple[floa
 
 def evaluate(job: Path, cfg: dict[str, Any], stability: bool) -> dict[str, Any]:
     algo = DiffusionAlgorithm.model_validate(cfg["algorithm"])
-    task, tok = bd3lm_task(algo, cfg), ByteTokenizer()
+    task, tok = bd3lm_task(algo, ModelSpec.model_validate(cfg["model"])), ByteTokenizer()
     val_x = torch.tensor([task.encode(tok, r) for r in generate_problems(512, 99)])  # rows no run trained on
     net = load(job, cfg, algo)
     scorer = Scorer(task.layout, LogLinearSchedule(algo.noise_eps), tok.mask_id, tok.eos_id,

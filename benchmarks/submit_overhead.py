@@ -8,11 +8,10 @@ writes the job folder, runs sinfo (GRES check), sbatch --hold, renames the folde
 releases it; raw sbatch submits the rendered job.sbatch. The jobs carry `--begin=now+1hour` (a bench
 cluster profile's sbatch_extra) so nothing runs, and are cancelled at the end. Goal: <= +150 ms per job.
 
-Three ways to submit N jobs:
-- `fresh`: N commands with --no-cache, so every submit plans and renders, as the first submit of a new
-  command (a new --set value) does;
-- `repeat`: the same command N times; after the first, every submit replays the prepared job
-  (gputrain.cli.submit_cache);
+Two ways to submit N jobs:
+- `repeat`: N separate commands (the same one N times), each planning and rendering its job, as every
+  submit does (the replay cache that once skipped planning for an identical command is gone; see
+  benchmarks/RESULTS.md for the figures behind that decision);
 - `sweep`: one command, `--sweep train.seed=0,1,...,N-1`, against N raw sbatch calls; the figure is the
   whole gputrain process divided by N.
 gputrain runs as users run it: the `gputrain` script installed beside this Python, else `python -m`.
@@ -55,7 +54,7 @@ def summary(samples: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=50)
-    parser.add_argument("--mode", choices=("repeat", "fresh", "sweep"), default="repeat")
+    parser.add_argument("--mode", choices=("repeat", "sweep"), default="repeat")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gputrain-bench-"))
     (work / "clusters.yaml").write_text(PROFILE)
@@ -64,8 +63,6 @@ def main() -> None:
     script_path = Path(sys.executable).with_name("gputrain")
     cli = [str(script_path)] if script_path.is_file() else [sys.executable, "-m", "gputrain.cli.main"]
     submit = [*cli, "submit", recipe, "--cluster", "bench", "--json"]
-    if args.mode == "fresh":
-        submit.append("--no-cache")
     if args.mode == "sweep":
         return sweep(submit, args.jobs, env, work)
 

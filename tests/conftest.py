@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,10 @@ def gputrain_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GPUTRAIN_HOME", str(home))
     monkeypatch.setenv("GPUTRAIN_CONFIG", str(home / "clusters.yaml"))
     return home
+
+
+def gputrain_command() -> list[str]:
+    """The installed ``gputrain`` script of the running interpreter's environment (a venv's, or the system
+    Python's), else ``python -m gputrain``: never a hard-coded interpreter or whatever is first on PATH."""
+    script = Path(sys.executable).with_name("gputrain")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "gputrain"]

@@ -8,15 +8,14 @@ before its folder exists, and a failure at any step cancels the held job and lea
 
 from __future__ import annotations
 
-import dataclasses
 import getpass
-import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
@@ -30,13 +29,14 @@ from gputrain.backends.slurm_parse import (
     parse_sbatch_id,
     parse_scontrol_job,
     parse_squeue,
+    slurm_job_id,
 )
-from gputrain.errors import ClusterError, GputrainError
+from gputrain.contract import jobstate
+from gputrain.errors import ClusterError, GputrainError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~10 ms of start-up, and a replayed submit imports this module
-    from typing import Any
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
 _TIMEOUT_S = 90.0
 
@@ -73,10 +73,9 @@ STAMP_MARK = "__gputrain_submit_stamp__"
 class PreparedJob:
     """A planned and rendered job, not yet submitted: the job folder's files and the registry's fields.
 
-    Planning is most of a submit's cost (recipe schema, Jinja), and nothing in it depends on the moment
-    of submission except the time stamp, which the files carry as :data:`STAMP_MARK`. Keeping the two
-    apart lets ``gputrain submit`` reuse the prepared job of an identical earlier command
-    (:mod:`gputrain.cli.submit_cache`).
+    Nothing in it depends on the moment of submission except the time stamp, which the files carry as
+    :data:`STAMP_MARK`. Keeping the two apart lets ``gputrain submit --sweep`` plan every point before it
+    submits any.
     """
 
     recipe: str
@@ -92,31 +91,28 @@ class PreparedJob:
     def stamped(self, stamp: str) -> dict[str, str]:
         return {name: text.replace(STAMP_MARK, stamp) for name, text in self.files.items()}
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PreparedJob:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
-def prepare_job(plan: Any, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None) -> PreparedJob:
+def prepare_job(
+    plan: JobPlan, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None
+) -> PreparedJob:
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
 
-    from gputrain.render.render import render_sbatch
+    from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
-    data = plan.to_dict()
     logs_dir = Path(logs_dir).absolute()
-    data["artifacts"] = {**data.get("artifacts", {}), "job.sbatch": "job.sbatch"}
+    plan = plan.model_copy(update={"artifacts": {**plan.artifacts, "job.sbatch": "job.sbatch"}})
+    inputs = SbatchInputs.here(plan, logs_dir=str(logs_dir), stamp=STAMP_MARK, debug=debug)
     files = {
-        "job.sbatch": render_sbatch(plan, logs_dir=logs_dir, stamp=STAMP_MARK, debug=debug),
-        "plan.json": json.dumps(data, indent=2, sort_keys=True) + "\n",
-        "recipe.resolved.yaml": yaml.safe_dump(data["config"], sort_keys=False),
+        "job.sbatch": render_sbatch(plan, inputs),
+        "plan.json": plan.to_json(),
+        "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
     }
+    cluster = plan.cluster.model_dump(mode="json") if plan.cluster else {}
     return PreparedJob(
-        recipe=data["recipe"], recipe_path=data["recipe_path"], gpu=data["gpu"],
-        gpus_per_node=int(data["gpus_per_node"]), nodes=int(data["nodes"]), cluster=data.get("cluster") or {},
+        recipe=plan.recipe.name, recipe_path=plan.recipe_path, gpu=plan.gpu.name,
+        gpus_per_node=plan.gpus_per_node, nodes=plan.nodes, cluster=cluster,
         logs_dir=str(logs_dir), files=files, sweep=list(sweep or []),
     )
 
@@ -130,7 +126,7 @@ class SlurmBackend(Backend):
         self._gres_ok: set[tuple[str | None, str]] = set()  # (partition, gres) sinfo confirmed: a sweep asks once
 
     # ---- submit -------------------------------------------------------------------------------------
-    def submit(self, plan: Any, *, logs_dir: Path, dry_run: bool = False) -> Submission:
+    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
         return self.submit_prepared(prepare_job(plan, logs_dir=logs_dir, debug=self.debug), dry_run=dry_run)
 
     def submit_prepared(self, job: PreparedJob, *, dry_run: bool = False) -> Submission:
@@ -163,7 +159,7 @@ class SlurmBackend(Backend):
             os.rename(staging, job_dir)
             self.registry.add(self._record(job_id, job_dir, job))
         except (OSError, GputrainError) as exc:
-            run_slurm(["scancel", job_id])
+            run_slurm(["scancel", "--", job_id])
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(job_dir, ignore_errors=True)
             if isinstance(exc, GputrainError):
@@ -171,7 +167,7 @@ class SlurmBackend(Backend):
             raise ClusterError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
         released = run_slurm(["scontrol", "release", job_id])
         if released.returncode != 0:
-            run_slurm(["scancel", job_id])
+            run_slurm(["scancel", "--", job_id])
             self.registry.update(job_id, state="CANCELLED", extra={"reason": "release failed"})
             raise ClusterError(_one_line("scontrol release", released.stderr))
         return Submission(job_id=job_id, job_dir=job_dir, script=script)
@@ -230,7 +226,7 @@ class SlurmBackend(Backend):
         cluster = job.cluster
         return JobRecord(
             job_id=job_id, backend="slurm", name=job_dir.name, cluster=cluster.get("name"),
-            recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state="PENDING",
+            recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state=jobstate.PENDING,
             gpu=job.gpu, gpus_per_node=job.gpus_per_node, nodes=job.nodes,
             extra={"partition": cluster.get("partition"), "user": getpass.getuser(),
                    **({"sweep": job.sweep} if job.sweep else {})},
@@ -239,7 +235,8 @@ class SlurmBackend(Backend):
     # ---- status / cancel ----------------------------------------------------------------------------
     def query(self, job_id: str) -> SlurmJob | None:
         """scontrol (live and recently finished jobs), then sacct when accounting exists."""
-        proc = run_slurm(["scontrol", "show", "job", "-o", job_id])
+        job_id = slurm_job_id(job_id)
+        proc = run_slurm(["scontrol", "show", "job", "-o", "--", job_id])
         if proc.returncode == 0:
             return parse_scontrol_job(proc.stdout)
         err = proc.stderr.lower()
@@ -255,16 +252,21 @@ class SlurmBackend(Backend):
     def status(self, job_id: str) -> JobStatus:
         job = self.query(job_id)
         record = self.registry.find(job_id)
-        if job is None:
-            known = record.state if record else "UNKNOWN"
+        if job is None:  # ended long enough ago for scontrol to forget it, and no accounting to ask
+            known = record.state if record and record.state in FINAL_STATES else "UNKNOWN"
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
-        if record is not None and record.backend == "slurm":
+        state, reason = job.state, job.reason
+        if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
+            markers = jobstate.markers_in(record.job_dir if record is not None else None)
+            ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))
+            state, reason = ending.state, reason or ending.reason
+        if record is not None and record.backend == "slurm" and not self.registry.read_only():
             self.registry.update(
-                record.job_id, state=job.state, exit_code=job.exit_code,
-                extra={"reason": job.reason, "restarts": job.restarts, "nodes": job.nodes},
+                record.job_id, state=state, exit_code=job.exit_code,
+                extra={"reason": reason, "restarts": job.restarts, "nodes": job.nodes},
             )
-        return JobStatus(job.job_id, job.state, reason=job.reason, exit_code=job.exit_code,
+        return JobStatus(job.job_id, state, reason=reason, exit_code=job.exit_code,
                          elapsed=job.elapsed, nodes=job.nodes, restarts=job.restarts, source=job.source)
 
     def refresh(self, records: list[JobRecord]) -> list[JobRecord]:
@@ -286,9 +288,19 @@ class SlurmBackend(Backend):
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
         return [updated.get(r.job_id, r) for r in records]
 
-    def cancel(self, job_id: str) -> None:
-        proc = run_slurm(["scancel", job_id])
+    def cancel(self, job_id: str) -> str:
+        """scancel a job gputrain submitted; returns its state after. A job Slurm reports as ended is left
+        alone (its state recorded): scancel on it would answer 0 and say nothing."""
+        record = self.registry.find(slurm_job_id(job_id))
+        if record is None or record.backend != "slurm":
+            raise UserError(f"no Slurm job {job_id} in the registry: gputrain cancels only jobs it submitted")
+        current = self.status(job_id)
+        if current.state in FINAL_STATES:
+            return current.state
+        if record.job_dir:
+            jobstate.write_cancel_marker(record.job_dir, "gputrain cancel")  # the job script must not requeue
+        proc = run_slurm(["scancel", "--", job_id])
         if proc.returncode != 0:
             raise ClusterError(_one_line("scancel", proc.stderr))
-        if self.registry.find(job_id) is not None:
-            self.registry.update(job_id, state="CANCELLED")
+        self.registry.update(job_id, state=jobstate.CANCELLED, extra={"cancelled_by": getpass.getuser()})
+        return jobstate.CANCELLED

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import ClusterError
 
 _STATE_MAP = {
@@ -25,7 +26,23 @@ _STATE_MAP = {
 }
 
 
-_ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+#: A job id as Slurm prints it: ``4242``, an array task ``4242_7``, a het component ``4242+1``.
+_JOB_ID_RE = re.compile(r"\A[0-9]{1,12}(?:_[0-9]{1,8})?(?:\+[0-9]{1,4})?\Z")
+
+
+def slurm_job_id(text: str) -> str:
+    """``text`` if it is a Slurm job id, else a one-line error (exit 2): never an option or a user name.
+
+    Call before any ``scancel``/``squeue``/``scontrol``/``sacct``: ``gputrain cancel -- --user=root`` must
+    not become ``scancel --user=root``.
+    """
+    if not _JOB_ID_RE.match(text):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ClusterError(f"{shown!r} is not a Slurm job id (digits, e.g. 4242 or 4242_7)", exit_code=2)
+    return text
+
+
+_ENDED = ENDED_STATES
 
 
 def map_state(raw: str, *, restarts: int = 0) -> str:

@@ -1,4 +1,9 @@
-"""Core commands: ``recipes``, ``gpus``, ``plan``, ``validate``, ``schema``."""
+"""Core commands: ``recipes``, ``gpus``, ``plan``, ``validate``, ``schema``.
+
+    gputrain recipes ; gputrain gpus --catalog
+    gputrain plan recipes/bd3lm_gsm8k.yaml --gpu H200 --gpus 1
+    gputrain validate my_recipe.yaml ; gputrain schema > recipe.schema.json
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gputrain.errors import HardwareError, RecipeError
+from gputrain.errors import HardwareError, RecipeError, did_you_mean, unknown_name
 
 RecipeArg = Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a field: a.b=value (repeatable)")]
@@ -18,10 +23,11 @@ GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs per node", min
 NodesOpt = Annotated[int | None, typer.Option("--nodes", help="number of nodes", min=1)]
 ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="cluster profile (GPU type, partition, …)")]
 PresetOpt = Annotated[str | None, typer.Option("--preset", help="named preset of the GPU profile")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
 
 
 def resolve_recipe_path(arg: str) -> Path:
-    """A path, or the name of a bundled recipe (``gnn_coloring``)."""
+    """A path, or the name of a bundled recipe (``gnn_coloring``); a near miss gets a suggestion."""
     path = Path(arg)
     if path.is_file():
         return path
@@ -30,23 +36,35 @@ def resolve_recipe_path(arg: str) -> Path:
     bundled = recipes_dir() / (arg if arg.endswith(".yaml") else f"{arg}.yaml")
     if bundled.is_file():
         return bundled
-    raise RecipeError(f"{arg}: recipe file not found (and no bundled recipe has that name; see `gputrain recipes`)")
+    names = [p.stem for p in sorted(recipes_dir().glob("*.yaml"))]
+    if path.parent == Path(".") and not arg.endswith((".yaml", ".yml")):
+        raise RecipeError(unknown_name("recipe", arg, names, hint="not a file either; see `gputrain recipes`"))
+    neighbours = [p.name for p in sorted(path.parent.glob("*.y*ml"))] if path.parent.is_dir() else []
+    near = [str(path.parent / n) for n in did_you_mean(path.name, neighbours)] or did_you_mean(path.stem, names)
+    tail = f"did you mean {' or '.join(near)}?" if near else f"bundled recipes: {', '.join(names)}"
+    raise RecipeError(f"{arg}: recipe file not found; {tail}")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("recipes")(recipes)
-    app.command("gpus")(gpus)
-    app.command("plan")(plan)
-    app.command("validate")(validate)
-    app.command("schema")(schema)
+    """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
+    for command in (recipes, gpus, plan, validate, schema):
+        app.command(command.__name__)(command)
 
 
 def recipes(
     copy: Annotated[str | None, typer.Option("--copy", help="copy this bundled recipe here to edit it")] = None,
+    json_: JsonOpt = False,
 ) -> None:
-    """List the bundled recipes (or copy one to edit)."""
+    """List the bundled recipes (or copy one to edit).
+
+    \b
+    Examples:
+      gputrain recipes
+      gputrain recipes --copy gnn_coloring     # writes ./gnn_coloring.yaml
+    """
     import yaml
 
+    from gputrain.cli.output import print_json, print_table
     from gputrain.resources import recipes_dir
 
     if copy:
@@ -60,22 +78,30 @@ def recipes(
         print(f"copied {source.name} to {target}")
         return
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in sorted(recipes_dir().glob("*.yaml")):
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
-        profiles = ",".join(data.get("profiles", {}))
-        rows.append((path.stem, data.get("entrypoint", "?"), profiles, data.get("description", "")))
-    width = max(len(r[0]) for r in rows)
-    for name, entry, profiles, description in rows:
-        print(f"{name:<{width}}  {entry:<12}  {description}  [profiles: {profiles}]")
+        rows.append({"name": path.stem, "entrypoint": data.get("entrypoint", "?"),
+                     "description": data.get("description", ""), "profiles": list(data.get("profiles", {}))})
+    if json_:
+        print_json(rows)
+        return
+    print_table(["name", "entrypoint", "description", "profiles"], [list(r.values()) for r in rows])
 
 
 def gpus(
     cluster: ClusterOpt = None,
     catalog_: Annotated[bool, typer.Option("--catalog", help="list every GPU type gputrain knows")] = False,
-    json_: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    json_: JsonOpt = False,
 ) -> None:
-    """GPUs on this machine (or a cluster's, from sinfo), by canonical name."""
+    """GPUs on this machine (or a cluster's, from sinfo), by canonical name.
+
+    \b
+    Examples:
+      gputrain gpus
+      gputrain gpus --catalog                 # every GPU type: memory, TFLOP/s, $/GPU-hour
+      gputrain gpus --cluster supercloud
+    """
     from gputrain.hardware.catalog import catalog
 
     if catalog_:
@@ -123,22 +149,12 @@ def _cluster_gpus(name: str, json_: bool) -> None:
 
 
 def _print_rows(rows: list[dict[str, Any]], as_json: bool) -> None:
+    from gputrain.cli.output import print_json, print_table
+
     if as_json:
-        print(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        return
-    keys = list(rows[0])
-    widths = {k: max(len(k), *(len(_cell(r[k])) for r in rows)) for k in keys}
-    print("  ".join(k.upper().ljust(widths[k]) for k in keys))
-    for r in rows:
-        print("  ".join(_cell(r[k]).ljust(widths[k]) for k in keys))
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return "-" if value is None else str(value)
+        print_json(rows)
+    elif rows:
+        print_table(list(rows[0]), [list(r.values()) for r in rows])
 
 
 def plan(
@@ -149,12 +165,24 @@ def plan(
     cluster: ClusterOpt = None,
     set_: SetOpt = None,
     preset: PresetOpt = None,
-    target: Annotated[str | None, typer.Option("--target", help="local | slurm | docker")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="local | slurm | docker (default: slurm with "
+                                               "--cluster, else local)")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="write the scripts and plan.json here")] = None,
     compare: Annotated[bool, typer.Option("--compare", help="compare across GPU types")] = False,
-    json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    json_: JsonOpt = False,
 ) -> None:
-    """Resolve a recipe for a GPU type and print settings, estimates and the rendered scripts."""
+    """Resolve a recipe for a GPU type and print settings, estimates and the rendered scripts.
+
+    Settings show where each value came from (recipe, profile:<GPU>, preset:<name>, --set). Warnings go
+    to stderr. --json prints one JSON object, or {"error": ...} when the recipe cannot be planned.
+
+    \b
+    Examples:
+      gputrain plan recipes/bd3lm_gsm8k.yaml --gpu H200 --gpus 1 --set train.batch_size=192
+      gputrain plan grpo_code_mbpp --cluster supercloud
+      gputrain plan gdpo_deepscaler --gpu B200 --gpus 4 --compare
+      gputrain plan gnn_coloring --gpu B200 --gpus 8 --target docker --out build/
+    """
     from gputrain.cli.plan_output import print_compare, print_plan, write_outputs
     from gputrain.planner import make_plan
     from gputrain.render import render_artifacts
@@ -170,22 +198,33 @@ def plan(
     if out is not None and result.target == "docker":
         from gputrain.backends.runpod.bundle import write_bundle  # the build context needs the package too
 
-        result.artifacts = {p.name: str(p) for p in write_bundle(result, out)}
+        written = {p.name: str(p) for p in write_bundle(result, out)}
     elif out is not None:
-        result.artifacts = write_outputs(result, artifacts, out)
+        written = write_outputs(result, artifacts, out)
     else:
-        result.artifacts = artifacts
+        written = artifacts
+    result = result.model_copy(update={"artifacts": written})
     if json_:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        print_plan(result, show_scripts=out is None)
+        sys.stdout.write(result.to_json())
+        return
+    from gputrain.cli.output import warn
+
+    for warning in result.warnings:
+        warn(warning)
+    print_plan(result, show_scripts=out is None)
 
 
 def validate(
     recipes_: Annotated[list[Path], typer.Argument(metavar="RECIPE...", help="recipe files to check")],
     set_: SetOpt = None,
 ) -> None:
-    """Check recipes (schema, types, unknown keys, every GPU profile) without planning a run."""
+    """Check recipes (schema, types, unknown keys, every GPU profile) without planning a run.
+
+    \b
+    Examples:
+      gputrain validate my_recipe.yaml
+      gputrain validate recipes/*.yaml --set train.max_steps=10
+    """
     from gputrain.planner.validate import validate_recipe_file
 
     for path in recipes_:
@@ -193,8 +232,21 @@ def validate(
         print(f"{path}: ok ({summary})")
 
 
-def schema() -> None:
-    """Print the recipe JSON Schema (for editors: `gputrain schema > recipe.schema.json`)."""
+def schema(
+    plan_: Annotated[bool, typer.Option("--plan", help="the schema of plan.json instead")] = False,
+) -> None:
+    """Print the recipe JSON Schema (for editors), or with --plan the schema of plan.json.
+
+    \b
+    Example:
+      gputrain schema > recipe.schema.json
+      gputrain schema --plan > plan.schema.json
+    """
+    if plan_:
+        from gputrain.contract.plan import plan_json_schema
+
+        sys.stdout.write(json.dumps(plan_json_schema(), indent=2) + "\n")
+        return
     from gputrain.recipe.schema import Recipe
 
     document = Recipe.model_json_schema()

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import GputrainError, LogError
 
 if TYPE_CHECKING:
@@ -28,23 +30,69 @@ if TYPE_CHECKING:
 
     from gputrain.registry.store import JobRecord
 
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+TERMINAL = ENDED_STATES
+
+
+class NotStarted(Exception):
+    """The job has no output to show yet; the message says why (PENDING and its reason, or no output)."""
 
 
 def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
     """A path (job folder or log file) works without the registry; anything else is looked up there."""
+    from gputrain.logs.display import require_regular_file
+
     path = Path(ref).expanduser()
     if path.exists():
+        if not path.is_dir():
+            require_regular_file(path)  # /dev/zero, a FIFO: refused before anything opens them
         return path, _find_record(str(path) if path.is_dir() else None)  # find() tries resolved spellings
     record = _find_record(ref)
     if record is None:
         raise LogError(f"{ref}: no such file, folder or job (see `gputrain jobs`)")
-    if not record.job_dir:
+    if record.state == "PENDING":
+        raise NotStarted(pending_message(record))
+    from gputrain.backends.table import backend_of
+
+    job_dir = backend_of(record).logs_location(record)
+    if job_dir is None:
         raise LogError(f"job {record.job_id} has no job folder recorded in the registry")
-    job_dir = Path(record.job_dir)
     if not job_dir.is_dir():
         raise LogError(f"job {record.job_id}: job folder {job_dir} is missing")
     return job_dir, record
+
+
+def pending_message(record: JobRecord) -> str:
+    """``job 4242 is PENDING (Resources): no output yet``: the reason from the registry, else its backend."""
+    reason = (record.extra or {}).get("reason") or _backend_reason(record)
+    return f"job {record.job_id} is PENDING{f' ({reason})' if reason else ''}: no output yet"
+
+
+def _backend_reason(record: JobRecord) -> str | None:
+    from gputrain.backends.table import backend_of
+
+    try:
+        return backend_of(record).status(record.job_id).reason or None
+    except GputrainError:
+        return None
+
+
+def world_size(job_dir: Path | None, record: JobRecord | None) -> int | None:
+    """The job's number of ranks: plan.json, else the registry, else torchrun's per-rank folders."""
+    if job_dir is not None:
+        try:
+            plan = json.loads((job_dir / "plan.json").read_text())
+            if isinstance(plan, dict) and isinstance(plan.get("world_size"), int):
+                return int(plan["world_size"])
+        except (OSError, ValueError):
+            pass
+    size = (record.extra or {}).get("world_size") if record is not None else None
+    if isinstance(size, int):
+        return size
+    if job_dir is not None:
+        ranks = {p.parent.name for p in job_dir.glob("*/attempt_*/*/std*.log") if p.parent.name.isdigit()}
+        if ranks:
+            return len(ranks)
+    return None
 
 
 def _find_record(ref: str | None) -> JobRecord | None:
@@ -73,48 +121,31 @@ def job_finished(job_dir: Path | None, record: JobRecord | None) -> Callable[[],
         fresh = _find_record(record.job_id) or record
         if fresh.state in TERMINAL:
             return True
-        pid = (fresh.extra or {}).get("pid")
-        if fresh.backend == "local" and isinstance(pid, int):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-        if fresh.backend == "slurm":
-            return _slurm_gone(fresh.job_id)
-        return False
+        from gputrain.backends.table import backend_of
+
+        try:  # the backend's own answer: a local supervisor that died, a Slurm job that left the queue
+            state = backend_of(fresh).status(fresh.job_id).state
+        except GputrainError:
+            return False
+        return state in TERMINAL or state == "UNKNOWN"
 
     return finished
-
-
-def _slurm_gone(job_id: str) -> bool:
-    import shutil
-    import subprocess
-
-    if shutil.which("squeue") is None:
-        return False
-    try:
-        out = subprocess.run(
-            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and not out.stdout.strip()
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
         return
+    from gputrain.logs.display import safe_data, safe_lines
+
     if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
         from gputrain.logs.report import print_rich
 
-        print_rich(summary)
+        print_rich(safe_data(summary))
     else:
         from gputrain.logs.report import render_text
 
-        sys.stdout.write(render_text(summary))
+        sys.stdout.write(safe_lines(render_text(summary)))
 
 
 def _log_paths(target: Path) -> list[Path]:
@@ -122,10 +153,12 @@ def _log_paths(target: Path) -> list[Path]:
 
     if target.is_file():
         return [target]
+    from gputrain.logs.display import require_regular_file
+
     logs = find_logs(target)
     if not logs:
         raise LogError(f"{target}: no log file in this job folder (expected training_output.log)")
-    return logs
+    return [require_regular_file(p) if p.exists() else p for p in logs]
 
 
 def logs_command(
@@ -139,7 +172,18 @@ def logs_command(
     final: bool = typer.Option(False, "--final", help="Record the job's final state (job scripts)."),
     exit_code: int | None = typer.Option(None, "--exit-code", help="The job's exit code, with --final."),
 ) -> None:
-    """Show, follow or summarize a job's logs."""
+    """Show, follow or summarize a job's logs.
+
+    TARGET is a job id or name (from `gputrain jobs`), a job folder, or any log file (HF Trainer,
+    Lightning, verl, torchrun, tqdm).
+
+    \b
+    Examples:
+      gputrain logs 4242                     # last lines, found through the job registry
+      gputrain logs 4242 -f                  # follow until the job ends, then the summary
+      gputrain logs 4242 --rank 1 --grep reward
+      gputrain logs path/to/any.log --summary --json
+    """
     import re
 
     from gputrain.logs.follow import LineFilter
@@ -148,28 +192,42 @@ def logs_command(
 
     if final and exit_code is None:
         raise LogError("--final needs --exit-code N (the job's exit status)")
+    if rank is not None and rank < 0:
+        raise LogError(f"--rank {rank}: a rank is 0 or more", exit_code=2)
     try:
         pattern = re.compile(grep) if grep else None
     except re.error as exc:
-        raise LogError(f"--grep {grep!r}: invalid regular expression ({exc})") from None
-    path, record = resolve_target(target)
+        raise LogError(f"--grep {grep!r}: invalid regular expression ({exc})", exit_code=2) from None
+    try:
+        path, record = resolve_target(target)
+    except NotStarted as exc:
+        print(exc)
+        return
     job_dir = path if path.is_dir() else None
+    size = world_size(job_dir, record)
+    if rank is not None and size is not None and rank >= size:
+        raise LogError(f"--rank {rank}: job has {size} rank(s), 0-{size - 1}", exit_code=2)
     line_filter = LineFilter(rank, pattern)
     state = record.state if record is not None and record.state in TERMINAL | {"RUNNING", "PENDING"} else None
+    if not (final or as_json) and job_dir is not None and not _has_output(job_dir):
+        print(f"{record.job_id if record else job_dir.name}: no output yet ({state or 'state unknown'})")
+        if not follow:
+            return
 
     if follow:
-        paths = _log_paths(path) if job_dir is None or any(job_dir.iterdir()) else []
+        paths = _log_paths(path) if job_dir is None or _has_output(job_dir) else []
+        shown: deque[str] = deque(maxlen=200)
+
+        def emit(text: str) -> None:
+            shown.append(text)
+            print(text, flush=True)
+
         try:
-            follow_lines(
-                paths,
-                lambda s: print(s, flush=True),
-                job_finished(job_dir, record),
-                line_filter=line_filter,
-                initial_lines=lines,
-            )
+            follow_lines(paths, emit, job_finished(job_dir, record), line_filter=line_filter, initial_lines=lines)
         except KeyboardInterrupt:
             pass
-        summary = summary or job_dir is not None
+        # The job script prints its final summary into the log being followed: do not print it again.
+        summary = (summary or job_dir is not None) and not _summary_already_shown(job_dir, shown)
     elif not (summary or as_json or final):
         _show_lines(_log_paths(path), line_filter, lines, scan_all=pattern is not None)
         return
@@ -178,13 +236,31 @@ def logs_command(
         _print_summary(result, as_json)
 
 
+def _has_output(job_dir: Path) -> bool:
+    from gputrain.logs.summarize import find_logs
+
+    return any(p.is_file() and p.stat().st_size > 0 for p in find_logs(job_dir))
+
+
+def _summary_already_shown(job_dir: Path | None, shown: deque[str]) -> bool:
+    if job_dir is None:
+        return False
+    try:
+        headline = (job_dir / "job_summary.txt").read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return False
+    return any(line.strip() == headline.strip() for line in shown)
+
+
 def _show_lines(paths: list[Path], line_filter: Any, n: int, scan_all: bool) -> None:
     """Last ``n`` lines; with --grep, every matching line of the whole file (streamed, bounded memory)."""
+    from gputrain.logs.display import require_regular_file
     from gputrain.logs.follow import Tail, _file_rank, display_line
 
     for path in paths:
-        if not path.is_file():
+        if not path.exists():
             raise LogError(f"{path}: no such log file")
+        require_regular_file(path)
         file_rank = _file_rank(path) if len(paths) > 1 else None
         tail = Tail(path, file_rank)
         raws = tail.read() if scan_all else tail.open(n)
@@ -198,4 +274,5 @@ def _show_lines(paths: list[Path], line_filter: Any, n: int, scan_all: bool) -> 
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``logs`` to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
     app.command("logs")(logs_command)

@@ -4,8 +4,8 @@
     gputrain run gnn_coloring --gpu cpu --gpus 2 --set train.epochs=2 --logs-dir /tmp/logs --detach
 
 Prints the job id and folder first, then the training output (also in ``training_output.log``), then
-the job summary; exits with torchrun's exit code. ``--detach`` returns at once; follow the job with
-``gputrain logs <job id> -f``.
+the job summary; a job that does not complete exits 1 with its own exit code in the error line.
+``--detach`` returns at once; follow the job with ``gputrain logs <job id> -f``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt, resolve_recipe
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``run`` to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
     app.command("run")(run)
 
 
@@ -32,8 +33,18 @@ def run(
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     detach: Annotated[bool, typer.Option("--detach", help="start in the background and return")] = False,
 ) -> None:
-    """Run a recipe here with torchrun (one node): job folder, registry record, log, summary."""
+    """Run a recipe here with torchrun (one node): job folder, registry record, log, summary.
+
+    A job that does not complete exits 1 (its own exit code is in the error line).
+
+    \b
+    Examples:
+      gputrain run recipes/gnn_coloring.yaml --gpu cpu --gpus 2
+      gputrain run gnn_coloring --gpu cpu --gpus 2 --set train.epochs=2 --detach
+    """
     from gputrain.backends.local import LocalBackend
+    from gputrain.cli.output import warn
+    from gputrain.errors import JobFailedError
     from gputrain.planner import make_plan
 
     path = resolve_recipe_path(recipe)
@@ -41,7 +52,7 @@ def run(
         path, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_ or []), preset=preset, target="local"
     )
     for warning in plan.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        warn(warning)
     backend = LocalBackend()
     sub = backend.prepare(plan, logs_dir=logs_dir)
     print(f"job {sub.job_id}: {sub.job_dir}", flush=True)
@@ -54,6 +65,6 @@ def run(
     if summary.is_file():
         print(summary.read_text(encoding="utf-8"), end="")
     rec = backend.registry.get(sub.job_id)
-    print(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")
     if rc != 0:
-        raise typer.Exit(rc)
+        raise JobFailedError(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")
+    print(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")

@@ -7,23 +7,29 @@
     gputrain runpod list ; gputrain runpod status NAME ; gputrain runpod logs NAME -f
     gputrain runpod down NAME ; gputrain runpod down --all
 
-Command bodies import httpx and the planner lazily so ``gputrain --help`` stays fast.
+Command bodies import httpx and the planner lazily so ``gputrain --help`` stays fast. A run whose
+training fails exits 1 (the training's own exit code is in the error line).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
-app = typer.Typer(
+from gputrain.cli.app import sub_app
+
+app = sub_app(
     name="runpod",
-    help="Train on a RunPod pod: up (create, upload, train, download, terminate), status, list, down, logs.",
+    help="""Train on a RunPod pod: up (create, upload, train, download, terminate), status, list, down, logs.
+
+    The API key comes from RUNPOD_API_KEY (or ~/.runpod/config.toml), never from a flag.
+
+    \b
+    Example:
+      gputrain runpod up gnn_coloring.yaml --gpu B200 --gpus 8 --image me/gnn:latest
+    """,
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
 )
 
 
@@ -49,13 +55,20 @@ def up(
     bwlimit: int | None = typer.Option(None, "--bwlimit", help="upload limit, KiB/s"),
     name: str | None = typer.Option(None, "--name", help="pod name (default: derived from the run)"),
 ) -> None:
-    """Create (or reuse) a pod, train on it, download the results and terminate it."""
+    """Create (or reuse) a pod, train on it, download the results and terminate it.
+
+    The pod is terminated whatever fails, unless --keep. A training that fails exits 1.
+
+    \b
+    Example:
+      gputrain runpod up recipes/gnn_coloring.yaml --gpu B200 --gpus 8 --image me/gnn:latest --data data/
+    """
     from gputrain.backends.runpod.up import Up, UpOptions
-    from gputrain.errors import RunPodError
+    from gputrain.errors import JobFailedError, RunPodUsageError
 
     cloud = cloud.upper()
     if cloud not in ("SECURE", "COMMUNITY"):
-        raise RunPodError(f"--cloud {cloud}: use SECURE or COMMUNITY")
+        raise RunPodUsageError(f"--cloud {cloud}: use SECURE or COMMUNITY")
     opts = UpOptions(
         recipe_path=recipe, gpu=gpu, gpus=gpus, image=image, data=data, disk_gb=disk, volume_gb=volume,
         cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud, cpu_flavor=cpu_flavor, keep=keep,
@@ -63,14 +76,21 @@ def up(
         remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name,
     )
     rc = Up(opts).run()
-    raise typer.Exit(rc)
+    if rc != 0:
+        raise JobFailedError(f"the training on the pod exited with {rc}; its log and summary are in {logs_dir}")
 
 
 @app.command("list")
 def list_pods(
     all_: bool = typer.Option(False, "--all", help="every live pod of the account, not only gputrain's"),
 ) -> None:
-    """Pods this tool started (registry) with their live status and cost per hour."""
+    """Pods this tool started (registry) with their live status and cost per hour.
+
+    \b
+    Examples:
+      gputrain runpod list
+      gputrain runpod list --all
+    """
     from gputrain.backends.runpod.manage import list_rows
 
     for row in list_rows(include_foreign=all_):
@@ -79,7 +99,12 @@ def list_pods(
 
 @app.command()
 def status(name: str = typer.Argument(..., help="pod name (job id) or pod id")) -> None:
-    """Live status of one pod, its SSH command and cost so far."""
+    """Live status of one pod, its SSH command and cost so far.
+
+    \b
+    Example:
+      gputrain runpod status gputrain-gnn-coloring-b200x8
+    """
     from gputrain.backends.runpod.manage import status_lines
 
     for line in status_lines(name):
@@ -91,12 +116,18 @@ def down(
     name: str | None = typer.Argument(None, help="pod name (job id) or pod id"),
     all_: bool = typer.Option(False, "--all", help="terminate every live gputrain-* pod (orphans too)"),
 ) -> None:
-    """Terminate a pod (a pod that is already gone counts as done)."""
+    """Terminate a pod (a pod that is already gone counts as done).
+
+    \b
+    Examples:
+      gputrain runpod down gputrain-gnn-coloring-b200x8
+      gputrain runpod down --all
+    """
     from gputrain.backends.runpod.manage import down_all, down_one
-    from gputrain.errors import RunPodError
+    from gputrain.errors import RunPodUsageError
 
     if all_ == (name is not None):
-        raise RunPodError("give a pod NAME or --all (not both)")
+        raise RunPodUsageError("give a pod NAME or --all (not both)")
     for line in down_all() if all_ else down_one(str(name)):
         print(line)
 
@@ -107,28 +138,45 @@ def logs(
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new lines"),
     pod: bool = typer.Option(False, "--pod", help="the container log from RunPod's API instead"),
 ) -> None:
-    """The job's streamed training log (or the pod's container log with --pod)."""
+    """The job's streamed training log (or the pod's container log with --pod).
+
+    \b
+    Examples:
+      gputrain runpod logs gputrain-gnn-coloring-b200x8 -f
+      gputrain runpod logs gputrain-gnn-coloring-b200x8 --pod
+    """
     from gputrain.backends.runpod.manage import print_logs
 
     print_logs(name, follow=follow, from_api=pod)
 
 
+def docker(
+    recipe: Path = typer.Argument(..., help="recipe YAML"),
+    gpu: str = typer.Option(..., "--gpu", help="catalog GPU name the image must support"),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs per pod for run_multigpu.sh"),
+    out: Path = typer.Option(Path("build"), "--out", help="output folder (the docker build context)"),
+    set_: list[str] = typer.Option([], "--set", help="override a recipe value: a.b=v"),
+) -> None:
+    """Write a Docker build context and run scripts for a recipe.
+
+    Writes Dockerfile, build_and_push.sh, run.sh, run_multigpu.sh and plan.json into --out.
+
+    \b
+    Example:
+      gputrain docker recipes/gnn_coloring.yaml --gpu B200 --out build/
+    """
+    from gputrain.backends.runpod.bundle import write_bundle
+    from gputrain.cli.output import progress, warn
+    from gputrain.planner import make_plan
+
+    plan = make_plan(recipe, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_), target="docker")
+    for warning in plan.warnings:
+        warn(warning)
+    for path in write_bundle(plan, out):
+        print(path)
+    progress(f"next: (cd {out} && ./build_and_push.sh <registry>/<image>:<tag>)")
+
+
 def register(root: typer.Typer) -> None:
-    """Adds ``gputrain docker``."""
-
-    @root.command("docker")
-    def docker(
-        recipe: Path = typer.Argument(..., help="recipe YAML"),
-        gpu: str = typer.Option(..., "--gpu", help="catalog GPU name the image must support"),
-        gpus: int | None = typer.Option(None, "--gpus", help="GPUs per pod for run_multigpu.sh"),
-        out: Path = typer.Option(Path("build"), "--out", help="output folder (the docker build context)"),
-        set_: list[str] = typer.Option([], "--set", help="override a recipe value: a.b=v"),
-    ) -> None:
-        """Write Dockerfile, build_and_push.sh, run.sh, run_multigpu.sh and plan.json for a recipe."""
-        from gputrain.backends.runpod.bundle import write_bundle
-        from gputrain.planner import make_plan
-
-        plan = make_plan(recipe, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_), target="docker")
-        for path in write_bundle(plan, out):
-            print(path)
-        print(f"next: (cd {out} && ./build_and_push.sh <registry>/<image>:<tag>)", file=sys.stderr)
+    """Add ``docker`` to ``root`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
+    root.command("docker")(docker)

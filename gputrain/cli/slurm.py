@@ -1,9 +1,8 @@
-"""Slurm commands: ``submit``, ``jobs``, ``status``, ``cancel``, ``clusters``.
+"""Slurm commands: ``submit``, ``clusters`` (``jobs``, ``status`` and ``cancel`` serve every backend:
+:mod:`gputrain.cli.jobs`).
 
     gputrain submit recipes/selftest.yaml --cluster testbed --nodes 2 --gpus 1
-    gputrain jobs
-    gputrain status 4242
-    gputrain cancel 4242
+    gputrain clusters
 
 Bodies import what they need (planner, backend, registry), so ``gputrain --help`` stays cheap.
 """
@@ -12,26 +11,24 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gputrain.errors import ClusterError
+from gputrain.errors import ClusterError, ClusterProfileError
 
 if TYPE_CHECKING:
-    from gputrain.registry.store import JobRecord
+    from gputrain.backends.slurm import PreparedJob
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of text")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
 
 
 def register(app: typer.Typer) -> None:
-    app.command("submit")(submit)
-    app.command("jobs")(jobs)
-    app.command("status")(status)
-    app.command("cancel")(cancel)
-    app.command("clusters")(clusters)
+    """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
+    for command in (submit, clusters):
+        app.command(command.__name__)(command)
 
 
 def submit(
@@ -47,138 +44,112 @@ def submit(
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG")] = False,
-    no_cache: Annotated[bool, typer.Option(
-        "--no-cache", help="plan again even if this exact command was submitted before with the same inputs")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Plan a recipe for a Slurm cluster, write its job folder and sbatch it (recorded in `gputrain jobs`).
+    """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
 
-    --sweep submits one job per value (a grid when repeated); every job is planned before any is submitted.
-    An identical earlier command whose recipe, profiles and gputrain are unchanged is replayed without
-    planning again (see gputrain.cli.submit_cache; --no-cache turns that off).
+    The job is recorded in `gputrain jobs`. --sweep submits one job per value (a grid when repeated);
+    every job is planned before any is submitted.
+
+    \b
+    Examples:
+      gputrain submit recipes/grpo_code_mbpp.yaml --cluster supercloud --set train.max_steps=100
+      gputrain submit gnn_coloring --cluster mylab --nodes 2 --gpus 4 --dry-run
+      gputrain submit selftest --cluster testbed --sweep train.seed=0,1,2
     """
     from gputrain.backends.slurm import prepare_job
-    from gputrain.cli import submit_cache
     from gputrain.cli.core import resolve_recipe_path
-    from gputrain.hardware.clusters import config_path
     from gputrain.planner import make_plan
-    from gputrain.recipe.loader import expand_sweeps, extends_chain
+    from gputrain.recipe.loader import expand_sweeps
 
     cluster = cluster or os.environ.get("GPUTRAIN_CLUSTER")
     if not cluster:
         from gputrain.hardware.clusters import list_clusters
 
         names = ", ".join(c.name for c in list_clusters())
-        raise ClusterError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
+        raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
     recipe_path = resolve_recipe_path(recipe)
-    jobs = []
-    detected = False
+    jobs: list[tuple[PreparedJob, JobView]] = []
     for point in expand_sweeps(sweep or []):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
-        detected = detected or (not gpu and not (plan.cluster or {}).get("gpu"))
-        view = {"json": json_, "dry_run": dry_run, "debug": debug, "warnings": list(plan.warnings),
-                "recipe": plan.recipe.name, "cluster": cluster, "sweep": bool(sweep), "point": point,
-                "shape": f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}"}
+        view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point, warnings=list(plan.warnings),
+                       shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
         jobs.append((prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point), view))
-    argv = sys.argv[2:]
-    # a plan of the local GPU may change with the machine: only plans from named GPUs are kept
-    if not (no_cache or detected) and sys.argv[1:2] == ["submit"] and submit_cache.enabled(argv):
-        submit_cache.store(argv, jobs, [Path(recipe), *extends_chain(recipe_path), config_path()])
-    submit_cache.submit_all(jobs)
+    submit_all(jobs, dry_run=dry_run, debug=debug, as_json=json_, sweep=bool(sweep))
 
 
-def _refresh(records: list[JobRecord]) -> list[JobRecord]:
+@dataclass
+class JobView:
+    """What ``submit`` says about one prepared job besides what sbatch answers."""
+
+    recipe: str
+    cluster: str
+    point: list[str]
+    warnings: list[str]
+    shape: str
+
+
+def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug: bool, as_json: bool,
+               sweep: bool) -> None:
+    """Submit prepared jobs in order; results on stdout, each distinct warning once on stderr.
+
+    A failure after some jobs went in names the ones that did, so none is submitted twice by a retry.
+    """
     from gputrain.backends.slurm import SlurmBackend
+    from gputrain.cli.output import warn
+    from gputrain.errors import GputrainError
 
-    try:
-        return SlurmBackend().refresh(records)
-    except ClusterError as exc:
-        print(f"warning: states not refreshed: {exc}", file=sys.stderr)
-        return records
-
-
-def jobs(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="how many, newest first", min=1)] = 20,
-    refresh: Annotated[bool, typer.Option("--refresh/--no-refresh", help="ask Slurm for live states")] = True,
-    json_: JsonOpt = False,
-) -> None:
-    """Known jobs (all backends), newest first; Slurm states refreshed with one squeue call."""
-    from gputrain.registry.store import JobRegistry
-
-    records = JobRegistry().list(limit)
-    if refresh:
-        records = _refresh(records)
-    if json_:
-        print(json.dumps([r.to_dict() for r in records], indent=2))
-        return
-    if not records:
-        print("no jobs yet (gputrain submit RECIPE --cluster NAME)")
-        return
-    rows = [("JOB", "STATE", "EXIT", "BACKEND", "CLUSTER", "RECIPE", "SHAPE", "CREATED", "FOLDER")]
-    for r in records:
-        shape = f"{r.nodes or 1}x{r.gpus_per_node or 0} {r.gpu or ''}".strip()
-        exit_code = "-" if r.exit_code is None else str(r.exit_code)
-        rows.append((r.job_id, r.state, exit_code, r.backend, r.cluster or "-", r.recipe or "-", shape,
-                     r.created_at.replace("+00:00", "Z"), r.job_dir or "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
-
-
-def status(
-    job: Annotated[str, typer.Argument(help="Slurm job id, job folder, or job name")],
-    json_: JsonOpt = False,
-) -> None:
-    """State, reason, exit code, elapsed time and nodes of one job."""
-    from gputrain.backends.slurm import SlurmBackend
-    from gputrain.registry.store import JobRegistry
-
-    registry = JobRegistry()
-    record = registry.find(job)
-    job_id = record.job_id if record else job
-    if record is not None and record.backend != "slurm":
-        info: dict[str, Any] = {"job_id": record.job_id, "state": record.state, "exit_code": record.exit_code,
-                                "backend": record.backend}
-    else:
-        info = SlurmBackend(registry).status(job_id).to_dict()
-    if record is not None:
-        info.update(job_dir=record.job_dir, recipe=record.recipe, cluster=record.cluster)
-    if json_:
-        print(json.dumps(info, indent=2))
-        return
-    for key in ("job_id", "state", "reason", "exit_code", "elapsed", "nodes", "restarts", "recipe", "cluster",
-                "job_dir"):
-        value = info.get(key)
-        if value not in (None, ""):
-            print(f"{key.replace('_', ' '):<10} {value}")
-
-
-def cancel(job: Annotated[str, typer.Argument(help="Slurm job id, job folder, or job name")]) -> None:
-    """Cancel a pending or running Slurm job."""
-    from gputrain.backends.slurm import SlurmBackend
-    from gputrain.registry.store import JobRegistry
-
-    registry = JobRegistry()
-    record = registry.find(job)
-    if record is not None and record.backend != "slurm":
-        raise ClusterError(f"job {record.job_id} runs on {record.backend}, not Slurm; use its own commands")
-    job_id = record.job_id if record else job
-    SlurmBackend(registry).cancel(job_id)
-    print(f"cancelled job {job_id}")
+    backend = SlurmBackend(debug=debug)
+    done: list[str] = []
+    rows: list[dict[str, Any]] = []
+    warned: set[str] = set()  # a sweep's points mostly share their warnings: each is said once
+    for job, view in jobs:
+        try:
+            result = backend.submit_prepared(job, dry_run=dry_run)
+        except GputrainError as exc:
+            if not done:
+                raise
+            raise ClusterError(f"{exc.message} (after {len(done)} of {len(jobs)} jobs were submitted: "
+                               f"{', '.join(done)})", exit_code=exc.exit_code) from None
+        done.append(result.job_id)
+        rows.append({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": dry_run,
+                     **({"sweep": job.sweep} if job.sweep else {})})
+        for warning in view.warnings:
+            if warning not in warned:
+                warn(warning)
+                warned.add(warning)
+        if as_json:
+            continue
+        where = f"{view.shape} on {view.cluster}" + (f", {' '.join(view.point)}" if view.point else "")
+        if dry_run:
+            print(f"dry run: wrote {result.job_dir}/job.sbatch ({where}); submit it with sbatch")
+        else:
+            print(f"submitted job {result.job_id} ({view.recipe}, {where})")
+            print(f"job folder: {result.job_dir}")
+    if as_json:
+        print(json.dumps(rows if sweep else rows[0]))
 
 
 def clusters(json_: JsonOpt = False) -> None:
-    """Cluster profiles: built-ins and ~/.config/gputrain/clusters.yaml ($GPUTRAIN_CONFIG)."""
+    """Cluster profiles: built-ins and your own.
+
+    Your own live in ~/.config/gputrain/clusters.yaml (or the file $GPUTRAIN_CONFIG names); a profile
+    with a built-in's name replaces it.
+
+    \b
+    Examples:
+      gputrain clusters
+      gputrain clusters --json
+    """
+    from gputrain.cli.output import print_table, progress
     from gputrain.hardware.clusters import config_path, list_clusters
 
     profiles = list_clusters()
     if json_:
         print(json.dumps([p.model_dump(mode="json") for p in profiles], indent=2))
         return
-    for p in profiles:
-        gres = p.gres_option(p.gpus_per_node) or "no GPUs"
-        where = f"partition {p.partition}" if p.partition else "default partition"
-        print(f"{p.name:<12} {p.gpu or '-'} x{p.gpus_per_node}  {gres}  {where}  max {p.max_time}  "
-              f"{p.description}")
-    print(f"(user profiles: {config_path()})")
+    rows = [(p.name, p.gpu, p.gpus_per_node, p.gres_option(p.gpus_per_node) or "no GPUs",
+             p.partition or "(default)", p.max_time, p.description) for p in profiles]
+    print_table(["name", "gpu", "gpus", "gres", "partition", "max time", "description"], rows)
+    progress(f"(your own profiles: {config_path()})")

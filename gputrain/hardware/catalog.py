@@ -8,45 +8,16 @@ the wrong GPU silently would be worse than stopping.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from gputrain.errors import HardwareError
+from gputrain.contract.hardware import GPUFacts
+from gputrain.errors import HardwareError, unknown_name
 from gputrain.resources import data_dir
 
-
-@dataclass(frozen=True)
-class GPUType:
-    name: str
-    description: str
-    memory_gib: float
-    bf16: bool
-    fp8: bool
-    tflops_bf16: float | None
-    tflops_fp16: float
-    bandwidth_gbs: float
-    interconnect: str
-    interconnect_gbs: float
-    aliases: tuple[str, ...]
-    nvidia_smi: tuple[str, ...]
-    gres: tuple[str, ...]
-    runpod_ids: tuple[str, ...]
-    price_usd_hour: float
-    price_source: str
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.name == "cpu"
-
-    def peak_tflops(self, precision: str) -> float:
-        """Dense tensor TFLOP/s for the precision training will use (fp32 counts as the fp16 rate / 8)."""
-        if precision == "bf16" and self.tflops_bf16:
-            return self.tflops_bf16
-        if precision == "fp32":
-            return self.tflops_fp16 / 8 if not self.is_cpu else self.tflops_fp16
-        return self.tflops_fp16
+GPUType = GPUFacts
+"""A catalog entry; the same model a plan keeps as its GPU snapshot (``JobPlan.gpu``)."""
 
 
 def _entry(name: str, raw: dict[str, Any]) -> GPUType:
@@ -93,7 +64,8 @@ def get_gpu(name: str) -> GPUType:
     for gpu in catalog().values():
         if wanted == _norm(gpu.name) or wanted in (_norm(a) for a in gpu.aliases):
             return gpu
-    raise HardwareError(f"unknown GPU type {name!r}; known: {', '.join(known_names())}")
+    spellings = {a: gpu.name for gpu in catalog().values() for a in gpu.aliases}
+    raise HardwareError(unknown_name("GPU type", name, known_names(), spellings=spellings))
 
 
 def from_nvidia_smi(name: str) -> GPUType:

@@ -10,64 +10,23 @@ Built-ins ``supercloud`` and ``testbed`` ship here; users add their own in
       gres_style: plain
       partition: gpu
       setup: ["module load cuda/12.1"]
+
+How a profile shapes a job script is :mod:`gputrain.render.sbatch`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from gputrain.errors import ClusterError
+from gputrain import safeyaml
+from gputrain.contract.cluster import ClusterProfile, GresStyle
+from gputrain.errors import ClusterProfileError, unknown_name
 
-GresStyle = Literal["typed", "plain", "gpus-per-node"]
-_TIME_RE = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
-
-
-class ClusterProfile(BaseModel):
-    """One Slurm site. Values are rendered shell-quoted into ``#SBATCH`` lines; nothing here is a secret."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    description: str = ""
-    gpu: str | None = Field(None, description="canonical catalog GPU name, e.g. V100-32GB")
-    gpus_per_node: int = Field(1, ge=0)
-    gres_type: str | None = None
-    gres_style: GresStyle = "typed"
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    memory_gb: int | None = Field(None, ge=1)
-    max_time: str | None = "12:00:00"
-    cpus_per_gpu: int | None = Field(None, ge=1)
-    setup: list[str] = Field(default_factory=list)
-    sbatch_extra: list[str] = Field(default_factory=list)
-    signal_seconds: int = Field(120, ge=0)
-    max_requeues: int = Field(3, ge=0)
-
-    @field_validator("max_time")
-    @classmethod
-    def _check_time(cls, value: str | None) -> str | None:
-        if value is not None and not _TIME_RE.match(value):
-            raise ValueError(f"max_time {value!r} is not HH:MM:SS (or D-HH:MM:SS)")
-        return value
-
-    def gres_option(self, gpus: int) -> str | None:
-        """The sbatch option asking for ``gpus`` GPUs per node in this site's spelling (None: no GPUs)."""
-        if gpus <= 0:
-            return None
-        if self.gres_style == "gpus-per-node":
-            kind = f"{self.gres_type}:" if self.gres_type else ""
-            return f"--gpus-per-node={kind}{gpus}"
-        if self.gres_style == "typed" and self.gres_type:
-            return f"--gres=gpu:{self.gres_type}:{gpus}"
-        return f"--gres=gpu:{gpus}"
+__all__ = ["BUILTIN_CLUSTERS", "ClusterProfile", "GresStyle", "config_path", "list_clusters", "load_cluster"]
 
 
 BUILTIN_CLUSTERS: dict[str, dict[str, Any]] = {
@@ -113,13 +72,14 @@ def _user_profiles() -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ClusterError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClusterProfileError(f"{path}: cannot read cluster profiles: {exc}".replace("\n", " ")) from None
+    data = safeyaml.load(text, str(path), ClusterProfileError)
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise ClusterError(f"{path}: expected a mapping of cluster name -> profile mapping")
+        raise ClusterProfileError(f"{path}: expected a mapping of cluster name -> profile mapping")
     return {str(k): v for k, v in data.items()}
 
 
@@ -129,7 +89,7 @@ def _build(name: str, raw: dict[str, Any], source: str) -> ClusterProfile:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "profile"
-        raise ClusterError(f"{source}: cluster {name!r}: {where}: {err['msg']}") from None
+        raise ClusterProfileError(f"{source}: cluster {name!r}: {where}: {err['msg']}") from None
 
 
 def _all_raw() -> dict[str, tuple[dict[str, Any], str]]:
@@ -145,91 +105,11 @@ def list_clusters() -> list[ClusterProfile]:
 
 
 def load_cluster(name: str) -> ClusterProfile:
-    """The profile called ``name``; unknown names raise :class:`ClusterError` listing the known ones."""
+    """The profile called ``name``; unknown names raise :class:`ClusterProfileError` suggesting the known ones."""
     known = _all_raw()
     if name not in known:
-        names = ", ".join(sorted(known))
-        raise ClusterError(
-            f"unknown cluster {name!r}; known clusters: {names} (add your own in {config_path()})"
+        raise ClusterProfileError(
+            unknown_name("cluster", name, sorted(known), hint=f"add your own in {config_path()}")
         )
     raw, src = known[name]
     return _build(name, raw, src)
-
-
-_SAFE_RE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
-REQUEUE_EXIT_CODE = 75  # same value as gputrain.train.runtime.signals.REQUEUE_EXIT_CODE (train/ is an island)
-
-
-def _seconds(hms: str) -> int:
-    days, _, rest = hms.rpartition("-")
-    h, m, s = (int(x) for x in rest.split(":"))
-    return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
-
-
-def _directive(what: str, value: Any) -> str:
-    """#SBATCH lines are parsed by sbatch, not a shell: only plain words can be carried safely."""
-    text = str(value)
-    if not _SAFE_RE.match(text):
-        raise ClusterError(f"{what} {text!r} has characters an #SBATCH line cannot carry (spaces, quotes...)")
-    return text
-
-
-def sbatch_settings(
-    cluster: dict[str, Any] | None,
-    plan: dict[str, Any],
-    *,
-    logs_dir: str = "logs",
-    stamp: str | None = None,
-    workdir: str = ".",
-    python: str | None = None,
-    debug: bool = False,
-) -> dict[str, Any]:
-    """Everything ``templates/sbatch.j2`` needs besides the plan: cluster profile × plan → job layout.
-
-    One task per GPU (SuperCloud's habit), ``cpus_per_gpu`` CPUs each; the launcher step then runs one
-    torchrun per node. A ``cpu`` plan asks for no GRES. The recipe's time is capped by the profile's.
-    """
-    import sys
-    from datetime import datetime
-
-    profile = ClusterProfile.model_validate(cluster or {"name": "default"})
-    config = plan["config"]
-    res = config.get("resources", {})
-    gpus = int(plan["gpus_per_node"])
-    nodes = int(plan["nodes"])
-    time = res.get("time") or profile.max_time or "12:00:00"
-    if profile.max_time and _seconds(time) > _seconds(profile.max_time):
-        time = profile.max_time
-    cpus = profile.cpus_per_gpu or res.get("cpus_per_gpu") or 1
-    gres = None if plan["gpu"] == "cpu" else profile.gres_option(gpus)
-    site = [
-        f"--{opt}={_directive(opt, getattr(profile, opt))}"
-        for opt in ("partition", "account", "qos", "constraint")
-        if getattr(profile, opt)
-    ]
-    for line in [*profile.sbatch_extra, *profile.setup]:
-        if "\n" in line or "\r" in line:
-            raise ClusterError(f"cluster {profile.name!r}: setup/sbatch_extra lines must be single lines")
-    return {
-        "cluster_name": profile.name,
-        "job_name": _directive("recipe name", plan["recipe"]),
-        "nodes": nodes,
-        "gpus_per_node": gpus,
-        "ntasks_per_node": max(gpus, 1),
-        "cpus_per_task": int(cpus),
-        "gres_option": gres,
-        "memory_gb": res.get("memory_gb") or profile.memory_gb,
-        "time": _directive("time", time),
-        "site_options": site,
-        "sbatch_extra": list(profile.sbatch_extra),
-        "setup": list(profile.setup),
-        "signal_seconds": profile.signal_seconds,
-        "max_requeues": profile.max_requeues,
-        "requeue_exit_code": REQUEUE_EXIT_CODE,
-        "logs_dir": _directive("logs dir", logs_dir),
-        "workdir": _directive("working dir", workdir),
-        "stamp": stamp or datetime.now().strftime("%Y%m%d_%H%M%S"),
-        "python": python or ("python" if profile.setup else sys.executable),
-        "omp_threads": int(cpus),
-        "debug": debug,
-    }

@@ -23,12 +23,15 @@ READ_BYTES = 1 << 20
 
 
 def display_line(raw: bytes) -> str:
-    """Bytes of one line → text to show: undecodable bytes replaced, tqdm's last update only."""
+    """Bytes of one line → text to show: undecodable bytes replaced, tqdm's last update only, escape and
+    control sequences made visible (``gputrain.logs.display``)."""
+    from gputrain.logs.display import terminal_safe
+
     text = raw[: MAX_LINE_CHARS * 4].decode("utf-8", "replace").rstrip("\r\n")
     if "\r" in text:
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
-    return text[:MAX_LINE_CHARS]
+    return terminal_safe(text[:MAX_LINE_CHARS])
 
 
 class LineFilter:

@@ -1,196 +1,48 @@
-"""One log line → one record, for the log formats a person is likely to point ``gputrain logs`` at.
+"""One log line → one record, for the logs a person is likely to point ``gputrain logs`` at.
 
-Understood: our ``metrics.jsonl`` lines and human ``step N/M | key value`` lines, HF Trainer dict lines
-(``{'loss': 1.2, 'learning_rate': 2e-05, 'epoch': 0.5}``), verl ``step:N - key:value - ...`` lines,
-tqdm / PyTorch Lightning progress bars (also the last of several carriage-return updates), ``[rankN]:``
-and ``[defaultN]:`` prefixes from torchrun, generic ``iter 10: loss 2.3, mfu 30%`` lines, and multi-line
-Python tracebacks (assembled by :class:`LogParser`). Anything else is kept as text: parsing never raises.
+Before a format parser (:mod:`gputrain.logs.formats`) sees a line, this module removes what launchers and
+terminals add: torchrun ``--tee``'s ``[default0]:`` (role + local rank) and torch's own ``[rank1]:``, both
+often on one line (``[default1]:[rank1]: Traceback``), a prefix in the middle of a line where two ranks'
+output met, ANSI colours (torchtitan, tqdm's cursor-up), and the progress-bar updates that a ``\r`` later
+in the line overwrote (the terminal shows only the last one; the last bar before an HF log dict is kept as
+``seen_step``). Multi-line Python tracebacks are assembled per rank by :class:`LogParser`. Anything else
+stays text: parsing never raises.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from dataclasses import dataclass, field
 
+from gputrain.logs import formats
 from gputrain.logs.classify import classify_line
-from gputrain.logs.schema import validate_record
+from gputrain.logs.record import LogRecord
 
 MAX_LINE_CHARS = 64 * 1024  # longer lines are cut: a 2 GB line must not become a 2 GB string
 MAX_TRACEBACK_LINES = 120
+ALIASES = formats.ALIASES
 
-#: Other tools' names for the standard metrics keys.
-ALIASES = {"learning_rate": "lr", "global_step": "step", "train/loss": "loss", "train/learning_rate": "lr"}
-
-_RANK_RE = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
+_PREFIX_RE = re.compile(r"\[(?:[A-Za-z_]*?)(\d+)\]:\s?")  # [default0]: [trainer3]: [rank1]: [3]:
+_MID_PREFIX_RE = re.compile(r"\[(?:default|rank)\d+\]:")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RAY_RE = re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*")  # Ray actors' prefix (verl)
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_NUM_RE = re.compile(rf"^\s*(?:np\.float\d*\()?({_NUM})\)?\s*$")
-_HF_ITEM_RE = re.compile(rf"'([A-Za-z_][\w./-]*)': ({_NUM})(?=[,}}])")
-_VERL_RE = re.compile(r"^step:\s*(\d+)\s+-\s+")
-_OURS_HEAD_RE = re.compile(r"^step (\d+)(?:/(\d+))?$")
-_TQDM_RE = re.compile(
-    r"(?:(?P<desc>[^|]*?):\s*)?(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
-    r"\[(?P<elapsed>[\d:]+)<(?P<remain>[\d:?]+),\s*(?P<rate>[\d.]+|\?)\s*(?P<unit>it/s|s/it)?(?P<post>[^\]]*)\]"
-)
-_POSTFIX_RE = re.compile(rf",\s*([A-Za-z_][\w./-]*)=({_NUM})")
-_KV_RE = re.compile(rf"(?:^|(?<=[\s,|;(\[]))([A-Za-z_][\w./-]*)(?:\s*[=:]\s*|\s+)({_NUM})(ms|s|%)?(?![\w.])")
-_STEP_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it"})
-_EVAL_BARS = ("Validation", "Sanity", "Testing", "Predicting", "Evaluat")
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXC_LINE_RE = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*|:)?$")
 
 
-@dataclass(slots=True)
-class LogRecord:
-    """``kind`` is metrics, progress, traceback or text; ``event`` is a failure cause seen on the line."""
-
-    kind: str
-    text: str
-    rank: int | None = None
-    fmt: str = ""
-    step: int | None = None
-    total: int | None = None
-    values: dict[str, float] = field(default_factory=dict)
-    time: float | None = None
-    event: str | None = None
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        pass
-    else:
-        return value if math.isfinite(value) else None
-    match = _NUM_RE.match(text)
-    if not match:
-        return None
-    value = float(match.group(1))
-    return value if math.isfinite(value) else None
-
-
-def _numeric_items(obj: dict[object, object]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, value in obj.items():
-        if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = float(value)
-            if math.isfinite(number):
-                out[ALIASES.get(key, key)] = number
-    return out
-
-
 def split_rank(line: str) -> tuple[int | None, str]:
-    """``[rank1]: text`` → (1, "text"); lines without a prefix → (None, line)."""
-    match = _RANK_RE.match(line)
+    """``[default1]:[rank1]: text`` → (1, "text"); the outermost prefix is the launcher's and wins."""
+    match = _PREFIX_RE.match(line)
     if match is None:
         return None, line
-    return int(match.group(1)), line[match.end() :]
+    rank = int(match.group(1))
+    pos = match.end()
+    while (inner := _PREFIX_RE.match(line, pos)) is not None:
+        pos = inner.end()
+    return rank, line[pos:]
 
 
-def _parse_json(text: str) -> LogRecord | None:
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    record = validate_record(obj)
-    if record is not None:
-        values = {k: float(v) for k, v in record.items() if k not in ("step", "time")}
-        return LogRecord(
-            "metrics", text, fmt="jsonl", step=int(record["step"]), values=values, time=float(record["time"])
-        )
-    values = _numeric_items(obj)
-    if not values:
-        return None
-    step = values.pop("step", None)
-    return LogRecord("metrics", text, fmt="json", step=None if step is None else int(step), values=values)
-
-
-def _parse_hf(text: str) -> LogRecord | None:
-    """``{'loss': 1.2, 'learning_rate': 2e-05}``: a regex, not ``ast.literal_eval`` (40x slower)."""
-    values: dict[str, float] = {}
-    for key, raw in _HF_ITEM_RE.findall(text, 0, 8192):
-        number = float(raw)
-        if math.isfinite(number):
-            values[ALIASES.get(key, key)] = number
-    if not values:
-        return None
-    step = values.pop("step", None)
-    return LogRecord("metrics", text, fmt="hf", step=None if step is None else int(step), values=values)
-
-
-def _parse_verl(text: str, match: re.Match[str]) -> LogRecord:
-    values: dict[str, float] = {}
-    for part in text[match.end() :].split(" - "):
-        key, sep, raw = part.partition(":")
-        number = _number(raw) if sep else None
-        if number is not None and key.strip():
-            values[ALIASES.get(key.strip(), key.strip())] = number
-    return LogRecord("metrics", text, fmt="verl", step=int(match.group(1)), values=values)
-
-
-def _parse_ours(text: str) -> LogRecord | None:
-    """``step 120/1000 | loss 2.31 | lr 3e-04``: split, not a regex; this is the densest line format."""
-    head, *parts = text.rstrip().split(" | ")
-    match = _OURS_HEAD_RE.match(head)
-    if match is None or not parts:
-        return None
-    values: dict[str, float] = {}
-    for part in parts:
-        key, _, raw = part.partition(" ")
-        try:
-            number = float(raw)
-        except ValueError:
-            continue
-        if math.isfinite(number) and key:
-            values[key] = number
-    total = int(match.group(2)) if match.group(2) else None
-    return LogRecord("metrics", text, fmt="gputrain", step=int(match.group(1)), total=total, values=values)
-
-
-def _parse_progress(text: str, match: re.Match[str]) -> LogRecord:
-    desc = (match.group("desc") or "").strip()
-    values: dict[str, float] = {}
-    rate = match.group("rate")
-    if rate and rate != "?":
-        r = float(rate)
-        if match.group("unit") == "s/it":
-            r = 1.0 / r if r > 0 else 0.0
-        values["steps_per_s"] = r
-    for key, raw in _POSTFIX_RE.findall(match.group("post") or ""):
-        if key != "v_num":
-            values[ALIASES.get(key, key)] = float(raw)
-    n, total = int(match.group("n")), int(match.group("total"))
-    if desc.startswith(_EVAL_BARS):
-        return LogRecord("text", text, fmt="tqdm")
-    fmt, step = "tqdm", n
-    epoch = re.match(r"Epoch (\d+)", desc)
-    if epoch:  # Lightning: n/total counts batches within the epoch
-        fmt = "lightning"
-        values["epoch"] = float(epoch.group(1))
-        step = int(epoch.group(1)) * total + n
-        total = 0
-    kind = "progress" if set(values) <= {"steps_per_s"} else "metrics"
-    return LogRecord(kind, text, fmt=fmt, step=step, total=total or None, values=values)
-
-
-def _parse_kv(text: str) -> LogRecord | None:
-    values: dict[str, float] = {}
-    step: int | None = None
-    for key, raw, unit in _KV_RE.findall(text):
-        low = key.lower()
-        if low in _STEP_KEYS and step is None and raw.isdigit():  # not "1e5": int() would raise
-            step = int(raw)
-            continue
-        if low == "time" and unit:
-            key = f"step_time_{unit}"
-        values[ALIASES.get(key, key)] = float(raw)
-    if not any("loss" in k or "reward" in k for k in values) and (step is None or not values):
-        return None
-    return LogRecord("metrics", text, fmt="kv", step=step, values=values)
+def strip_ansi(text: str) -> str:
+    return _ANSI_RE.sub("", text) if "\x1b" in text else text
 
 
 def parse_line(line: str) -> LogRecord:
@@ -198,13 +50,28 @@ def parse_line(line: str) -> LogRecord:
     if len(line) > MAX_LINE_CHARS:
         line = line[:MAX_LINE_CHARS] + "…"
     rank, text = split_rank(line)
+    text = strip_ansi(text)
+    if _MID_PREFIX_RE.search(text):  # two ranks' output met on one line: the last one's part counts
+        pieces = _MID_PREFIX_RE.split(text)
+        starts = [m for m in _MID_PREFIX_RE.finditer(text)]
+        for index in range(len(pieces) - 1, -1, -1):
+            if pieces[index].strip():
+                if index:
+                    rank = split_rank(starts[index - 1].group(0))[0]
+                text = pieces[index]
+                break
+    seen_step: int | None = None
     if "\r" in text:  # tqdm rewrites its bar with carriage returns: the last update is the current one
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
-        rank2, text = split_rank(text)
-        rank = rank if rank2 is None else rank2
+        if len(parts) > 1 and "%|" in parts[-2]:
+            bar = formats._TQDM_RE.search(parts[-2])
+            seen_step = int(bar.group("n")) if bar else None
+        inner, text = split_rank(text)
+        rank = rank if inner is None else inner
     record = _parse_text(text.rstrip())
-    record.rank = rank
+    record.rank = rank if rank is not None or record.rank is None else record.rank
+    record.seen_step = seen_step
     return record
 
 
@@ -214,21 +81,25 @@ def _parse_text(text: str) -> LogRecord:
         stripped = _RAY_RE.sub("", stripped, count=1)
     record: LogRecord | None = None
     if stripped.startswith('{"'):
-        record = _parse_json(stripped)
-    elif stripped.startswith("{'"):
-        record = _parse_hf(stripped)
+        record = formats.parse_json(stripped)
+    elif "{'" in stripped:
+        record = formats.parse_hf(stripped[stripped.index("{'") :])
     elif stripped.startswith("step"):
-        match = _VERL_RE.match(stripped)
+        match = formats._VERL_RE.match(stripped)
         if match:
-            record = _parse_verl(stripped, match)
-        elif stripped.startswith("step "):
-            record = _parse_ours(stripped)
+            record = formats.parse_verl(stripped, match)
+        elif " | " in stripped:
+            record = formats.parse_ours(stripped)
     if record is None and "%|" in text:
-        tqdm = _TQDM_RE.search(text)
+        tqdm = formats._TQDM_RE.search(text)
         if tqdm:
-            record = _parse_progress(text, tqdm)
+            record = formats.parse_tqdm(text, tqdm)
+    if record is None and stripped.startswith("Epoch ") and "•" in stripped:
+        record = formats.parse_rich_bar(stripped)
+    if record is None and ("=" in text or "throughput" in text or "train loss" in text or "time (ms)" in text):
+        record = formats.parse_special(stripped)
     if record is None and ("loss" in text or "step" in text or "iter" in text or "reward" in text):
-        record = _parse_kv(text)
+        record = formats.parse_kv(text)
     if record is None:
         record = LogRecord("text", text, event=classify_line(text))
     return record
@@ -243,6 +114,7 @@ class LogParser:
 
     def feed(self, line: str) -> list[LogRecord]:
         rank, text = split_rank(line[:MAX_LINE_CHARS].rstrip("\n"))
+        text = strip_ansi(text)
         out: list[LogRecord] = []
         buffer = self._tracebacks.get(rank)
         if buffer is not None:

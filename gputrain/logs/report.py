@@ -90,6 +90,22 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             ("checkpoints", f"{len(ckpts)} ({ckpts[0]} … {ckpts[-1]})" if len(ckpts) > 1 else ckpts[0])
         )
+    rl = summary.get("rl")
+    if rl:
+        parts = [f"reward {fmt_num(rl['reward'])}"] if rl.get("reward") is not None else []
+        parts += [f"{name} {fmt_num(value)}" for name, value in (rl.get("components") or {}).items()]
+        if rl.get("completion_length") is not None:
+            parts.append(f"completion length {fmt_num(rl['completion_length'])}")
+        rows.append(("rl (last)", "   ".join(parts)))
+    cause = summary.get("root_cause")
+    if cause and (cause.get("rank") is not None or cause.get("details")):
+        facts = [f"{k} {fmt_num(v) if isinstance(v, float) else v}" for k, v in (cause.get("details") or {}).items()
+                 if v is not None]
+        rows.append(("cause", f"{cause['label']}: " + ", ".join(facts)))
+    if summary.get("sampled"):
+        skipped = summary["sampled"]["bytes_skipped"] / 2**20
+        rows.append(("note", f"large dense log: sampled ({skipped:,.0f} MiB of metric lines not read); "
+                             "min/max/best are over the lines read, last values exact"))
     if summary.get("result"):
         nums = {k: v for k, v in summary["result"].items() if isinstance(v, (int, float))}
         rows.append(("result", "  ".join(f"{k} {fmt_num(v)}" for k, v in list(nums.items())[:6])))
@@ -102,7 +118,7 @@ def metric_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]
     rows = []
     for key in keys[:MAX_METRIC_ROWS]:
         m = summary["metrics"][key]
-        best = f"{fmt_num(m['best'])} @{fmt_num(m['best_step'])}"
+        best = f"{fmt_num(m['best'])} @{fmt_num(m['best_step'])}" if m.get("best") is not None else "—"
         spark = sparkline([v for _, v in series.get(key, [])])
         rows.append((key, fmt_num(m["first"]), fmt_num(m["last"]), best, spark))
     return rows

@@ -1,11 +1,19 @@
 """Scan a (possibly huge, possibly growing) log file in bounded memory, resuming where the last scan ended.
 
-Speed comes from never looking at most lines in Python: each 8 MiB chunk is searched with ``bytes.find``
-(C speed) for two needles (``loss``, ``rror``), only the lines that contain one are decoded
-and parsed, and of the progress bars only the last one per chunk is read. The final
-:data:`TAIL_BYTES` of the file are always parsed line by line, for the failure messages and traceback
-that carry no needle (``Killed``, watchdog timeouts, ``KeyboardInterrupt``). Metric lines without
-``loss`` in other tools' logs are missed in the body (our trainings' metrics come from metrics.jsonl).
+Speed comes from looking at few lines in Python. Each 8 MiB chunk is searched at C speed for needles:
+``{`` and ``|`` (single bytes: ``memchr``, ~20x faster than a multi-byte search) find HF/JSON dicts,
+progress bars and ``step N | loss`` lines, ``Traceback (most recent call last)`` finds exceptions, and the
+multi-byte needles of the other formats (``loss``, ``step:``, ``skipped=``, ``throughput``, ``time (ms)``)
+are switched on only once a *probe* (every chunk's last 256 KiB, searched with all needles) has seen one:
+a log of NCCL chatter with a metric line now and then pays for three cheap searches, not ten. The final
+:data:`TAIL_BYTES` are always parsed line by line, for failures that carry no needle (``Killed``, watchdog
+timeouts, ``slurmstepd`` messages).
+
+A file up to :data:`EXACT_FILE_BYTES` is read exactly: every metric line is parsed. In a larger file, a
+*dense* chunk (a quarter of the lines of its first 64 KiB carry a needle) is sampled instead: the lines at
+:data:`SAMPLE_LINES` evenly spaced offsets plus its last :data:`LAST_LINES` lines, so the last values stay
+exact while min/max/best come from the sample (parsing 1.6 million metric lines in Python would take
+minutes). ``table.skipped`` counts the sampled chunks' bytes left unread; the summary says so.
 
 The state (offset, inode, partial last line, metric statistics) is JSON, so ``--summary`` after the log
 grew reads only the new bytes.
@@ -18,16 +26,21 @@ from pathlib import Path
 from typing import Any
 
 from gputrain.errors import LogError
-from gputrain.logs.classify import EVENT_NEEDLES
-from gputrain.logs.parse import _EXC_LINE_RE, LogParser, LogRecord, parse_line, split_rank
+from gputrain.logs.parse import LogParser, LogRecord, parse_line
 from gputrain.logs.stats import MetricTable
 
 CHUNK_BYTES = 8 << 20
 TAIL_BYTES = 64 << 10
+PROBE_BYTES = 256 << 10
 MAX_CARRY = 64 << 10  # a partial line longer than this is cut (the rest of that line is skipped)
-METRIC_NEEDLES = (b"loss",)
+EXACT_FILE_BYTES = 16 << 20
+SAMPLE_LINES = 128
+LAST_LINES = 16
+DENSITY_WINDOW = 64 << 10
+ALWAYS_NEEDLES = (b"{", b"|", b"Traceback (most recent call last)")
+#: Needles switched on when a probe sees them (metric formats without ``{`` or ``|``).
+PROBED_NEEDLES = (b"loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ")
 _TB_START = b"Traceback (most recent call last):"
-
 
 class LogScanner:
     """Running summary of one log file; ``rank`` None means rank 0 or unprefixed lines."""
@@ -43,44 +56,39 @@ class LogScanner:
         self.carry = b""
         self.skipping = False  # inside an overlong line, dropping bytes up to its end
         self.table = MetricTable()
+        self.hf_table = MetricTable()  # HF Trainer dicts, x = epoch until the summary knows steps per epoch
         self.implicit_step = 0
+        self.last_step: int | None = None
+        self.epoch_x = False  # HF Trainer dicts carry an epoch, not a step: their x is the epoch until the end
+        self.last_epoch = 0.0
         self.progress: dict[str, float] = {}
         self.events: dict[str, str] = {}
-        self.traceback: str | None = None
+        self.tracebacks: list[dict[str, Any]] = []
         self.ranks: set[int] = set()
         self.formats: dict[str, int] = {}
+        self.needles: list[str] = []
+        self.dense_chunks = 0
+        self.exact = True
 
     # -- persistence -------------------------------------------------------------------------------------
+    _FIELDS = ("rank", "offset", "inode", "skipping", "implicit_step", "last_step", "epoch_x", "last_epoch", "progress",
+               "events", "tracebacks", "formats", "needles", "dense_chunks")
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "rank": self.rank,
-            "offset": self.offset,
-            "inode": self.inode,
-            "carry": self.carry.decode("latin-1"),
-            "skipping": self.skipping,
-            "table": self.table.to_json(),
-            "implicit_step": self.implicit_step,
-            "progress": self.progress,
-            "events": self.events,
-            "traceback": self.traceback,
-            "ranks": sorted(self.ranks),
-            "formats": self.formats,
-        }
+        data = {name: getattr(self, name) for name in self._FIELDS}
+        data.update(path=str(self.path), carry=self.carry.decode("latin-1"), table=self.table.to_json(),
+                    hf_table=self.hf_table.to_json(), ranks=sorted(self.ranks))
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LogScanner:
         scanner = cls(data["path"], rank=data.get("rank"))
-        scanner.offset, scanner.inode = int(data["offset"]), int(data["inode"])
+        for name in cls._FIELDS:
+            setattr(scanner, name, data[name])
         scanner.carry = str(data["carry"]).encode("latin-1")
-        scanner.skipping = bool(data["skipping"])
         scanner.table = MetricTable.from_json(data["table"])
-        scanner.implicit_step = int(data["implicit_step"])
-        scanner.progress = dict(data["progress"])
-        scanner.events = dict(data["events"])
-        scanner.traceback = data["traceback"]
+        scanner.hf_table = MetricTable.from_json(data["hf_table"])
         scanner.ranks = set(data["ranks"])
-        scanner.formats = dict(data["formats"])
         return scanner
 
     # -- scanning ----------------------------------------------------------------------------------------
@@ -101,6 +109,7 @@ class LogScanner:
             if st.st_ino != self.inode or st.st_size < self.offset:  # rotated or truncated: start over
                 self.reset()
                 self.inode = st.st_ino
+            self.exact = st.st_size <= EXACT_FILE_BYTES
             fh.seek(self.offset)
             while True:
                 keep = len(self.carry)
@@ -139,45 +148,106 @@ class LogScanner:
         self._scan_lines(buf, start, cut + 1)
 
     def _scan_lines(self, buf: bytes | bytearray, lo: int, hi: int) -> None:
+        self._probe(buf, max(lo, hi - PROBE_BYTES), hi)
+        pos = buf.find(_TB_START, lo, hi)
+        while pos != -1:
+            self._take_traceback(buf, buf.rfind(b"\n", lo, pos) + 1 or lo, hi)
+            pos = buf.find(_TB_START, pos + len(_TB_START), hi)
+        needles = (*ALWAYS_NEEDLES[:2], *(n.encode("latin-1") for n in self.needles))
+        if not self.exact and hi - lo > 4 * DENSITY_WINDOW and self._dense(buf, lo, lo + DENSITY_WINDOW, needles):
+            self._scan_sampled(buf, lo, hi)
+            return
         found: dict[int, int] = {}
-        for needle in METRIC_NEEDLES + EVENT_NEEDLES:
+        for needle in needles:
             find = buf.find
             pos = find(needle, lo, hi)
             while pos != -1:
                 pos = find(needle, _line_at(buf, pos, found, lo, hi), hi)
-        bar = buf.rfind(b"%|", lo, hi)
-        if bar != -1:
-            _line_at(buf, bar, found, lo, hi)
         for start in sorted(found):
             end = found[start]
-            line = buf[start : min(end, start + MAX_CARRY)].decode("utf-8", "replace")
-            record = parse_line(line)
-            if record.event and record.kind == "text" and _EXC_LINE_RE.match(split_rank(line)[1].strip()):
-                self._take_traceback(buf, lo, start, end)
-            self.add_record(record)
+            if buf.find(b"Traceback (most", start, end) == -1:
+                self._take_line(bytes(buf[start : min(end, start + MAX_CARRY)]))
 
-    def _take_traceback(self, buf: bytes | bytearray, lo: int, start: int, end: int) -> None:
-        head = buf.rfind(_TB_START, max(lo, start - MAX_CARRY), start)
-        if head != -1:
-            head = buf.rfind(b"\n", lo, head) + 1 or lo
-            lines = buf[head:end].decode("utf-8", "replace").splitlines()
-            self.traceback = prefer_traceback(self.traceback, "\n".join(split_rank(x)[1] for x in lines[-120:]))
+    @staticmethod
+    def _dense(buf: bytes | bytearray, lo: int, hi: int, needles: tuple[bytes, ...]) -> bool:
+        """Do at least a quarter of the lines in ``buf[lo:hi]`` carry a needle?"""
+        found: dict[int, int] = {}
+        for needle in needles:
+            pos = buf.find(needle, lo, hi)
+            while pos != -1:
+                pos = buf.find(needle, _line_at(buf, pos, found, lo, hi), hi)
+        return len(found) * 4 > buf.count(b"\n", lo, hi) > 16
+
+    def _scan_sampled(self, buf: bytes | bytearray, lo: int, hi: int) -> None:
+        """A dense chunk of a large file: lines at evenly spaced offsets, and the chunk's last lines."""
+        self.dense_chunks += 1
+        starts: set[int] = set()
+        step = max(1, (hi - lo) // SAMPLE_LINES)
+        for offset in range(lo, hi, step):
+            starts.add(buf.rfind(b"\n", lo, offset) + 1 or lo)
+        end = hi - 1
+        for _ in range(LAST_LINES):
+            start = buf.rfind(b"\n", lo, end) + 1 or lo
+            starts.add(start)
+            if start <= lo:
+                break
+            end = start - 1
+        read = 0
+        for start in sorted(starts):
+            stop = buf.find(b"\n", start, hi)
+            stop = hi if stop == -1 else stop
+            read += stop - start
+            line = bytes(buf[start : min(stop, start + MAX_CARRY)])
+            if line and b"Traceback (most" not in line:
+                self._take_line(line)
+        self.table.skipped += (hi - lo) - read
+
+    def _probe(self, buf: bytes | bytearray, lo: int, hi: int) -> None:
+        """Switch on a format's needle once a metric line of that format shows up."""
+        for needle in PROBED_NEEDLES:
+            name = needle.decode("latin-1")
+            if name in self.needles:
+                continue
+            pos = buf.find(needle, lo, hi)
+            while pos != -1:
+                found: dict[int, int] = {}
+                end = _line_at(buf, pos, found, lo, hi)
+                start = next(iter(found))
+                line = bytes(buf[start:end])
+                covered = b"{" in line or b"|" in line  # the always-on needles find this line already
+                if not covered and parse_line(line.decode("utf-8", "replace")).kind == "metrics":
+                    self.needles.append(name)
+                    break
+                pos = buf.find(needle, end, hi)
+
+    def _take_line(self, raw: bytes) -> None:
+        self.add_record(parse_line(raw.decode("utf-8", "replace")))
+
+    def _take_traceback(self, buf: bytes | bytearray, start: int, hi: int) -> None:
+        """Assemble the traceback that starts at ``start`` (other ranks' lines may interleave)."""
+        parser = LogParser(events_only=True)
+        end = min(hi, start + 4 * MAX_CARRY)
+        for raw in bytes(buf[start:end]).split(b"\n")[: 4 * 120]:
+            for record in parser.feed(raw.decode("utf-8", "replace")):
+                if record.kind == "traceback":
+                    self.add_record(record)
+                    return
 
     def add_record(self, record: LogRecord) -> None:
         """Fold one parsed record into the running state (also used by ``follow``)."""
         if record.rank is not None:
             self.ranks.add(record.rank)
         if record.event:
-            self.events[record.event] = record.text.splitlines()[-1][:500] if record.text else ""
+            self.events.setdefault(record.event, (record.text.splitlines() or [""])[-1][:500])
         if record.kind == "traceback":
-            self.traceback = prefer_traceback(self.traceback, record.text)
+            self._keep_traceback(record)
         if record.kind not in ("metrics", "progress"):
             return
         if record.rank not in ((None, 0) if self.rank is None else (self.rank,)):
             return
         self.formats[record.fmt] = self.formats.get(record.fmt, 0) + 1
         if record.kind == "progress" or "steps_per_s" in record.values:
-            if record.step is not None:
+            if record.step is not None and record.fmt == "tqdm":
                 self.progress["step"] = record.step
             if record.total:
                 self.progress["total"] = record.total
@@ -186,64 +256,94 @@ class LogScanner:
         if record.kind == "metrics" and record.values:
             if record.total:
                 self.progress["total"] = record.total
-            step = record.step
-            if step is None:
+            step = self._step_of(record)
+            target = self.hf_table if record.fmt == "hf" and record.step is None and self.epoch_x else self.table
+            target.add(step, record.values, record.time)
+
+    def _step_of(self, record: LogRecord) -> float:
+        """The record's step. HF Trainer dicts have none: their x is the epoch, turned into steps by
+        :meth:`steps_per_epoch` when the summary is built (progress bars are often drawn late, so no bar
+        seen next to a dict gives its step reliably; the last bar and the last epoch do)."""
+        step: float | None = record.step
+        epoch = record.values.get("epoch")
+        if step is None and record.fmt == "hf" and epoch is not None:
+            self.epoch_x = True
+            self.last_epoch = max(self.last_epoch, epoch)
+            return epoch
+        if step is None:
+            if self.last_step is not None and record.fmt != "hf":
+                step = self.last_step  # a line without a step belongs to the step last logged
+            else:
                 self.implicit_step += 1
                 step = self.implicit_step
-            self.table.add(step, record.values, record.time)
+        self.last_step = int(step)
+        return step
 
-    def tail(self) -> tuple[dict[str, str], str | None]:
-        """Failure events and the last traceback in the last :data:`TAIL_BYTES`, parsed line by line."""
-        events: dict[str, str] = {}
-        traceback: str | None = None
+    def steps_per_epoch(self) -> float | None:
+        """For a log of HF dicts: training steps per epoch, from the last bar and the last epoch logged."""
+        if not self.epoch_x or not self.last_epoch or not self.progress.get("step"):
+            return None
+        return float(self.progress["step"]) / self.last_epoch
+
+    def metric_table(self) -> MetricTable:
+        """All metrics on a step axis: HF dicts' epochs turned into steps (kept as epochs without a bar)."""
+        if not self.hf_table.records:
+            return self.table
+        hf = self.hf_table.in_steps(self.steps_per_epoch())
+        if not self.steps_per_epoch():
+            hf.max_step = -1  # epochs, not steps: no step count to report
+        if not self.table.records:
+            return hf
+        merged = MetricTable.from_json(self.table.to_json())
+        for key, stats in hf.metrics.items():
+            if key not in merged.metrics or merged.metrics[key].count < stats.count:
+                merged.metrics[key] = stats
+        merged.records += hf.records
+        merged.skipped += hf.skipped
+        return merged
+
+    def _keep_traceback(self, record: LogRecord) -> None:
+        """The first four tracebacks (the root cause is usually first) and the latest one."""
+        entry = {"rank": record.rank, "text": record.text[-20000:]}
+        if len(self.tracebacks) < 4 or len(self.tracebacks) == 4:
+            self.tracebacks.append(entry)
+        else:
+            self.tracebacks[4] = entry
+
+    def tail_text(self) -> str:
+        """The last :data:`TAIL_BYTES` of the file as text (failure messages live there)."""
         try:
             with open(self.path, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 fh.seek(max(0, size - TAIL_BYTES))
                 data = fh.read(TAIL_BYTES)
         except OSError:
-            return events, traceback
+            return ""
         if size > TAIL_BYTES:
             data = data[data.find(b"\n") + 1 :]
+        return data.decode("utf-8", "replace")
+
+    def tail(self) -> tuple[dict[str, str], list[dict[str, Any]]]:
+        """Failure events and the tracebacks in the last :data:`TAIL_BYTES`, parsed line by line."""
+        events: dict[str, str] = {}
+        tracebacks: list[dict[str, Any]] = []
         parser = LogParser(events_only=True)
-        for line in data.decode("utf-8", "replace").splitlines():
-            for record in parser.feed(line):
-                if record.event:
-                    events[record.event] = record.text.splitlines()[-1][:500]
-                if record.kind == "traceback":
-                    traceback = prefer_traceback(traceback, record.text)
-        for record in parser.flush():
-            traceback = prefer_traceback(traceback, record.text)
-        return events, traceback
-
-
-_LAUNCHER_ERRORS = ("ChildFailedError", "torch.distributed.elastic")
-
-
-def prefer_traceback(current: str | None, new: str | None) -> str | None:
-    """The traceback that explains a failure: the latest one, unless it is only the launcher's echo.
-
-    When a worker dies, torchrun raises its own ``ChildFailedError`` traceback after the worker's; the
-    worker's exception is the cause a person needs to see.
-    """
-    if not new:
-        return current
-    if current and any(m in new for m in _LAUNCHER_ERRORS) and not any(m in current for m in _LAUNCHER_ERRORS):
-        return current
-    return new
+        records = []
+        for line in self.tail_text().splitlines():
+            records += parser.feed(line)
+        for record in records + parser.flush():
+            if record.event:
+                events[record.event] = record.text.splitlines()[-1][:500]
+            if record.kind == "traceback":
+                tracebacks.append({"rank": record.rank, "text": record.text[-20000:]})
+        return events, tracebacks
 
 
 def _line_at(buf: bytes | bytearray, pos: int, found: dict[int, int], lo: int, hi: int) -> int:
     """Record the line (``\\n`` or ``\\r`` delimited) around ``pos``; returns its end."""
     start = buf.rfind(b"\n", lo, pos) + 1 or lo
-    r = buf.rfind(b"\r", start, pos)
-    if r != -1:
-        start = r + 1
     end = buf.find(b"\n", pos, hi)
     if end == -1:
         end = hi
-    r = buf.find(b"\r", pos, end)
-    if r != -1:
-        end = r
     found[start] = end
     return end

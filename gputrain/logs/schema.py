@@ -48,7 +48,7 @@ STANDARD_KEYS: dict[str, str] = {
 }
 
 _MAX_RECORD_BYTES = 1 << 20
-_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,127}$")
+_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_./-]{0,127}\Z")
 # A key "looks like a secret" when one of its words is one of these (``hf_token``, ``wandb_api_key``,
 # ``db_password``). Plural/compound words such as ``tokens_per_s`` are fine.
 _SECRET_WORDS = frozenset(

@@ -11,15 +11,13 @@ import bisect
 import statistics
 from typing import Any
 
-MAX_POINTS = 256
+from gputrain.logs.catalog import metric_info
 
-#: Metrics where a smaller value is better; others (reward, accuracy, throughput) are better larger.
-_LOWER_BETTER = ("loss", "nelbo", "ppl", "perplexity", "conflict", "error", "kl", "bpd", "time", "mem")
+MAX_POINTS = 256
 
 
 def lower_is_better(key: str) -> bool:
-    low = key.lower()
-    return any(word in low for word in _LOWER_BETTER)
+    return metric_info(key).better == "lower"
 
 
 class MetricStats:
@@ -35,28 +33,42 @@ class MetricStats:
         self.stride = 1
 
     def add(self, step: float, value: float) -> None:
-        if self.count and step < self.last[0]:
+        # The hot path of a summary (once per value): compare against the stored pairs, allocate one tuple.
+        count = self.count
+        point = (step, value)
+        if count == 0:
+            self.first = point
+        elif step < self.last[0]:
             # A resumed run replays the steps after its checkpoint: the curve keeps the newer values.
             del self.series[bisect.bisect_left(self.series, (step, float("-inf"))) :]
-        if self.count == 0:
-            self.first = (step, value)
-        self.last = (step, value)
+        self.last = point
         if value < self.lo[1]:
-            self.lo = (step, value)
+            self.lo = point
         if value > self.hi[1]:
-            self.hi = (step, value)
-        if self.count % self.stride == 0:
-            self.series.append((step, value))
-            if len(self.series) >= 2 * MAX_POINTS:
-                del self.series[1::2]
+            self.hi = point
+        if count % self.stride == 0:
+            series = self.series
+            series.append(point)
+            if len(series) >= 2 * MAX_POINTS:
+                del series[1::2]
                 self.stride *= 2
-        self.count += 1
+        self.count = count + 1
 
-    def best(self, key: str) -> tuple[float, float]:
-        return self.lo if lower_is_better(key) else self.hi
+    def best(self, key: str) -> tuple[float, float] | None:
+        """(step, value) of the best value, or None for a metric without a direction (lr, epoch...)."""
+        better = metric_info(key).better
+        return self.lo if better == "lower" else self.hi if better == "higher" else None
 
     def median(self) -> float:
         return statistics.median(v for _, v in self.series) if self.series else 0.0
+
+    def rescale(self, factor: float) -> None:
+        """Multiply every step by ``factor`` (epochs → steps), rounding to whole steps."""
+        def scale(point: tuple[float, float]) -> tuple[float, float]:
+            return (float(round(point[0] * factor)), point[1])
+
+        self.first, self.last, self.lo, self.hi = (scale(p) for p in (self.first, self.last, self.lo, self.hi))
+        self.series = [scale(p) for p in self.series]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,26 +98,38 @@ class MetricTable:
     def __init__(self) -> None:
         self.metrics: dict[str, MetricStats] = {}
         self.records = 0
+        self.skipped = 0  # bytes of dense stretches left out of the statistics (sampled)
         self.max_step = -1
         self.first_time: float | None = None
         self.last_time: float | None = None
 
     def add(self, step: float, values: dict[str, float], stamp: float | None = None) -> None:
         self.records += 1
-        self.max_step = max(self.max_step, int(step))
+        self.max_step = max(self.max_step, int(step))  # epochs for HF dicts until in_steps()
         if stamp is not None:
             if self.first_time is None:
                 self.first_time = stamp
             self.last_time = stamp
+        metrics = self.metrics
         for key, value in values.items():
-            stats = self.metrics.get(key)
+            stats = metrics.get(key)
             if stats is None:
-                stats = self.metrics[key] = MetricStats()
+                stats = metrics[key] = MetricStats()
             stats.add(step, value)
+
+    def in_steps(self, factor: float | None) -> MetricTable:
+        """A copy whose x axis is steps: epochs x ``factor`` (None: the copy keeps epochs)."""
+        table = MetricTable.from_json(self.to_json())
+        if factor:
+            for stats in table.metrics.values():
+                stats.rescale(factor)
+            table.max_step = int(max((s.last[0] for s in table.metrics.values()), default=-1))
+        return table
 
     def to_json(self) -> dict[str, Any]:
         return {
             "records": self.records,
+            "skipped": self.skipped,
             "max_step": self.max_step,
             "first_time": self.first_time,
             "last_time": self.last_time,
@@ -116,6 +140,7 @@ class MetricTable:
     def from_json(cls, data: dict[str, Any]) -> MetricTable:
         table = cls()
         table.records = int(data["records"])
+        table.skipped = int(data.get("skipped", 0))
         table.max_step = int(data["max_step"])
         table.first_time, table.last_time = data["first_time"], data["last_time"]
         table.metrics = {k: MetricStats.from_json(v) for k, v in data["metrics"].items()}

@@ -16,24 +16,31 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
-from gputrain.errors import LogError
-from gputrain.logs.classify import CAUSE_LABELS, PRIORITY, classify_failure, describe
-from gputrain.logs.scan import LogScanner, prefer_traceback
+from gputrain.contract.jobstate import ENDED_STATES, markers_in
+from gputrain.errors import GputrainError, LogError
+from gputrain.logs.catalog import group_rank
+from gputrain.logs.causes import root_cause
+from gputrain.logs.classify import PRIORITY, classify_failure
+from gputrain.logs.scan import LogScanner
 from gputrain.logs.schema import METRICS_FILE, validate_record
-from gputrain.logs.stats import MetricTable, lower_is_better
+from gputrain.logs.stats import MetricTable
+from gputrain.logs.views import SCHEDULER_FAILURES, curve_keys, metric_entry, rl_view, traceback_for
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
 STATE_FILE = ".summary_state.json"
-STATE_VERSION = 1
+STATE_VERSION = 2
 LOG_NAMES = ("training_output.log",)
 LOG_SUFFIXES = (".log", ".out", ".err")
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -133,12 +140,11 @@ def summarize(
         before = cursor.offset
         cursor.scan()
         changed = changed or cursor.offset != before
-    plan = _read_json(path / "plan.json") if job_dir else None
+    plan = read_plan(job_dir) if job_dir else None
     prior_final = saved.get("final")
     if final:
-        events, _ = _events(scanners)
-        preempted = job_dir is not None and (job_dir / "PREEMPTED").exists()
-        end_state, cause = classify_failure(exit_code, events, preempted)
+        events, _, _ = _events(scanners)
+        end_state, cause = classify_failure(exit_code, events, markers_in(job_dir))
         prior_final = {"state": end_state, "exit_code": exit_code, "cause": cause, "end": now}
     summary = _build(path, job_dir, scanners, cursor, plan, prior_final, state, now)
     if write and job_dir is not None:
@@ -160,26 +166,47 @@ def write_summary_files(job_dir: Path, summary: dict[str, Any], table: MetricTab
     from gputrain.logs.report import render_text
 
     png = job_dir / "curves.png"
-    if (curves and write_curves(table, png)) or png.exists():
+    name = summary["name"] if summary["name"] == job_dir.name else f"{summary['name']} ({job_dir.name})"
+    title = f"{name}  {summary['state']}"
+    if (curves and write_curves(table, png, title=title)) or png.exists():
         summary["curves"] = str(png)
     atomic_write(job_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     atomic_write(job_dir / "job_summary.txt", render_text(summary))
 
 
-def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], str | None]:
+def _events(scanners: list[LogScanner]) -> tuple[dict[str, str], list[dict[str, Any]], str]:
+    """Failure events, tracebacks (body and tail, in log order, deduplicated) and the tail text of the logs."""
     events: dict[str, str] = {}
-    traceback: str | None = None
+    tracebacks: list[dict[str, Any]] = []
+    tails: list[str] = []
     for scanner in scanners:
         events.update(scanner.events)
-        traceback = prefer_traceback(traceback, scanner.traceback)
-        tail_events, tail_tb = scanner.tail()
+        tail_events, tail_tbs = scanner.tail()
         events.update(tail_events)
-        traceback = prefer_traceback(traceback, tail_tb)
-    return events, traceback
+        seen = {tb["text"] for tb in scanner.tracebacks}
+        tracebacks += scanner.tracebacks + [tb for tb in tail_tbs if tb["text"] not in seen]
+        tails.append(scanner.tail_text())
+    return events, tracebacks, "\n".join(tails)
+
+
+def read_plan(job_dir: Path) -> JobPlan | None:
+    """The job's plan through the contract; a plan.json it cannot read (another gputrain's, damaged) gives
+    a summary without plan facts and one warning line, never a failure: foreign logs must summarize."""
+    if not (job_dir / "plan.json").exists():
+        return None
+    from gputrain.contract.plan import load_job_plan
+
+    try:
+        return load_job_plan(job_dir / "plan.json")
+    except GputrainError as exc:
+        print(f"gputrain: warning: {exc} (summary without plan information)", file=sys.stderr)
+        return None
 
 
 def _log_table(scanners: list[LogScanner]) -> MetricTable:
-    return max((s.table for s in scanners), key=lambda t: t.records, default=MetricTable())
+    """The table of the log with the most metric records, its x axis in steps (HF dicts log epochs)."""
+    best = max(scanners, key=lambda s: s.table.records + s.hf_table.records, default=None)
+    return MetricTable() if best is None else best.metric_table()
 
 
 def _iso(stamp: float | None) -> str | None:
@@ -191,27 +218,34 @@ def _build(
     job_dir: Path | None,
     scanners: list[LogScanner],
     cursor: MetricsCursor | None,
-    plan: dict[str, Any] | None,
+    plan: JobPlan | None,
     final: dict[str, Any] | None,
     state: str | None,
     now: float,
 ) -> dict[str, Any]:
     table = cursor.table if cursor is not None and cursor.table.records else _log_table(scanners)
-    events, traceback = _events(scanners)
+    events, tracebacks, tail = _events(scanners)
     progress: dict[str, float] = {}
     for scanner in scanners:
         progress.update(scanner.progress)
-    plan = plan or {}
-    config = plan.get("config") or {}
-    estimate = plan.get("estimate") or {}
 
     exit_code = final.get("exit_code") if final else None
+    scheduler_state = state if state in SCHEDULER_FAILURES else None
     if final:
-        state, cause = final["state"], final["cause"]
+        state, cause = (scheduler_state or final["state"]), final["cause"]
     else:
         state = state or "UNKNOWN"
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
-    ended = final is not None or state in TERMINAL
+    ended = final is not None or state in ENDED_STATES
+    failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
+    why = (
+        root_cause(events=events, tracebacks=tracebacks, tail=tail, exit_code=exit_code,
+                   scheduler_state=scheduler_state)
+        if failed
+        else None
+    )
+    if why is not None:
+        cause = why["kind"]
     log_mtimes = [s.path.stat().st_mtime for s in scanners if s.path.exists()]
     start = table.first_time
     if start is None and job_dir is not None and (job_dir / "plan.json").exists():
@@ -221,7 +255,7 @@ def _build(
 
     done = max(table.max_step, int(progress.get("step", -1)))
     planned = (
-        estimate.get("total_steps") or (config.get("train") or {}).get("max_steps") or progress.get("total")
+        (plan and (plan.estimate.total_steps or plan.recipe.train.max_steps)) or progress.get("total")
     )
     planned = int(planned) if planned else None
     steps_per_hour = None
@@ -234,21 +268,11 @@ def _build(
     if not ended and planned and steps_per_hour and done >= 0:
         eta = max(0.0, (planned - done) / steps_per_hour * 3600)
 
-    gpus = int(plan.get("gpus_per_node") or 0) * int(plan.get("nodes") or 1)
-    rate = estimate.get("gpu_hourly_usd")
+    gpus = plan.world_size if plan else 0
+    rate = plan.estimate.gpu_hourly_usd if plan else None
     gpu_hours = duration / 3600 * gpus if duration is not None and gpus else None
-    metrics = {
-        key: {
-            "first": s.first[1],
-            "last": s.last[1],
-            "best": s.best(key)[1],
-            "best_step": s.best(key)[0],
-            "count": s.count,
-            "better": "lower" if lower_is_better(key) else "higher",
-            "median": s.median(),
-        }
-        for key, s in table.metrics.items()
-    }
+    rl = rl_view(table)
+    metrics = {key: metric_entry(key, table, rl is not None) for key in sorted(table.metrics, key=group_rank)}
     throughput = {
         k: table.metrics[k].median() for k in ("tokens_per_s", "samples_per_s") if k in table.metrics
     }
@@ -262,29 +286,30 @@ def _build(
     return {
         "version": STATE_VERSION,
         "target": str(path),
-        "name": plan.get("recipe") or (job_dir.name if job_dir else path.name),
+        "name": plan.recipe.name if plan else (job_dir.name if job_dir else path.name),
         "job_dir": str(job_dir) if job_dir else None,
         "state": state,
         "final": final is not None,
         "exit_code": exit_code,
         "cause": cause,
-        "cause_label": CAUSE_LABELS.get(cause) if cause else None,
-        "failure": describe(cause, exit_code, events) if cause else None,
+        "cause_label": why["label"] if why else None,
+        "failure": why["headline"] if why else None,
+        "root_cause": why,
         "events": events,
-        "traceback": traceback
-        if cause in ("exception", "cuda_oom", "nccl", "exit_code") or not ended
-        else None,
+        "traceback": traceback_for(why, tracebacks),
         "start": _iso(start),
         "end": _iso(end),
         "duration_s": duration,
         "hardware": {
-            "gpu": plan.get("gpu"),
-            "gpus_per_node": plan.get("gpus_per_node"),
-            "nodes": plan.get("nodes"),
-            "world_size": plan.get("world_size"),
+            "gpu": plan.gpu.name,
+            "gpus_per_node": plan.gpus_per_node,
+            "nodes": plan.nodes,
+            "world_size": plan.world_size,
         }
         if plan
         else None,
+        "rl": rl,
+        "sampled": {"bytes_skipped": table.skipped} if table.skipped else None,
         "steps": {"done": done if done >= 0 else None, "planned": planned},
         "steps_per_hour": steps_per_hour,
         "eta_s": eta,
@@ -298,7 +323,7 @@ def _build(
         "checkpoints": checkpoints,
         "result": result,
         "metrics": metrics,
-        "series": {k: table.metrics[k].series for k in _curve_keys(table)},
+        "series": {k: table.metrics[k].series for k in curve_keys(table)},
         "ranks": sorted({r for s in scanners for r in s.ranks}),
         "sources": {
             "metrics": str(cursor.path) if cursor and cursor.table.records else None,
@@ -307,10 +332,3 @@ def _build(
         },
         "updated_at": _iso(now),
     }
-
-
-def _curve_keys(table: MetricTable, limit: int = 6) -> list[str]:
-    """Metrics worth a curve: losses and rewards first, then the rest, skipping lr/time/epoch noise."""
-    keys = [k for k in table.metrics if k not in ("epoch", "lr", "time") and table.metrics[k].count > 1]
-    keys.sort(key=lambda k: (0 if "loss" in k else 1 if "reward" in k else 2, k))
-    return keys[:limit]

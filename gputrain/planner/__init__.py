@@ -1,5 +1,7 @@
-"""Recipe × hardware → :class:`Plan` (resolved config, estimates). Pure: no files written, no jobs run."""
+"""Recipe × hardware → :class:`~gputrain.contract.plan.JobPlan` (resolved config, estimates). Pure: no
+files written, no jobs run."""
 
-from gputrain.planner.resolve import Plan, make_plan
+from gputrain.contract.plan import JobPlan
+from gputrain.planner.resolve import make_plan
 
-__all__ = ["Plan", "make_plan"]
+__all__ = ["JobPlan", "make_plan"]

@@ -11,48 +11,13 @@ assumed MFU — the recipe's ``estimate.mfu`` states that assumption.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
-from gputrain.hardware.catalog import GPUType
+from gputrain.contract.estimate import Estimate
+from gputrain.contract.hardware import GPUFacts
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.schema import Recipe
 
 GIB = 1024**3
-
-
-@dataclass
-class Estimate:
-    params: float | None
-    memory_gib_per_gpu: float | None
-    memory_breakdown: dict[str, float]
-    capacity_gib: float
-    step_seconds: float | None
-    total_steps: int | None
-    total_hours: float | None
-    cost_usd: float | None
-    gpu_hourly_usd: float
-    mfu: float
-    fits: bool = True
-    fit_message: str = ""
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        def rnd(x: float | None, n: int = 3) -> float | None:
-            return None if x is None else round(x, n)
-
-        return {
-            "params": self.params,
-            "memory_gib_per_gpu": rnd(self.memory_gib_per_gpu, 2),
-            "memory_breakdown": {k: round(v, 2) for k, v in self.memory_breakdown.items()},
-            "capacity_gib": self.capacity_gib,
-            "step_seconds": rnd(self.step_seconds, 4),
-            "total_steps": self.total_steps,
-            "total_hours": rnd(self.total_hours, 3),
-            "cost_usd": rnd(self.cost_usd, 2),
-            "gpu_hourly_usd": self.gpu_hourly_usd,
-            "mfu": self.mfu,
-            "fits": self.fits,
-        }
 
 
 def parameter_count(recipe: Recipe) -> float | None:
@@ -84,7 +49,7 @@ def _total_steps(recipe: Recipe, global_batch: int) -> int | None:
     return None
 
 
-def estimate(recipe: Recipe, gpu: GPUType, gpus: int, nodes: int, precision: str, global_batch: int) -> Estimate:
+def estimate(recipe: Recipe, gpu: GPUFacts, gpus: int, nodes: int, precision: str, global_batch: int) -> Estimate:
     world = gpus * nodes
     params = parameter_count(recipe)
     warnings: list[str] = []
@@ -94,7 +59,7 @@ def estimate(recipe: Recipe, gpu: GPUType, gpus: int, nodes: int, precision: str
         breakdown["weights"] = 4 * params / shard / GIB
         breakdown["gradients"] = 4 * params / shard / GIB
         breakdown["optimizer"] = 8 * params / shard / GIB
-        if float(recipe.algorithm.get("beta", 0) or 0) > 0:
+        if isinstance(recipe.algorithm, GRPOAlgorithm) and recipe.algorithm.beta > 0:
             breakdown["reference_model"] = 2 * params / shard / GIB
     act = _activation_bytes(recipe, recipe.train.batch_size)
     if act is not None:

@@ -1,9 +1,9 @@
-"""Recipe × hardware → a resolved plan.
+"""Recipe × hardware → a resolved :class:`~gputrain.contract.plan.JobPlan`.
 
 Merge order is recipe ← GPU profile ← preset ← ``--set``; every leaf remembers which layer gave it, so
 ``gputrain plan`` can show where a batch size came from. Effective values (precision, attention, scaled
-learning rate, actual GPU counts) are written back into the resolved config: the training entrypoints
-read only that config and never re-derive them.
+learning rate, actual GPU counts) are written into the resolved recipe (new model copies: validated
+models are never mutated): the training entrypoints read only the plan and never re-derive them.
 """
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from __future__ import annotations
 import importlib.util
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputrain.errors import PlanError, RecipeError
-from gputrain.hardware.catalog import GPUType, catalog, get_gpu
-from gputrain.planner.estimate import Estimate, estimate
+from gputrain.contract.cluster import ClusterProfile
+from gputrain.contract.hardware import GPUFacts
+from gputrain.contract.plan import Attention, JobPlan, Precision, Target
+from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
+from gputrain.hardware.catalog import catalog, get_gpu
+from gputrain.planner.estimate import estimate
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.loader import (
     Key,
@@ -30,63 +32,9 @@ from gputrain.recipe.loader import (
 )
 from gputrain.recipe.schema import Profile, Recipe
 
-TARGETS = ("local", "slurm", "docker")
-
-
-@dataclass
-class Plan:
-    recipe: Recipe
-    recipe_path: Path
-    gpu: GPUType
-    gpus_per_node: int
-    nodes: int
-    precision: str
-    attention: str
-    global_batch_size: int
-    learning_rate: float
-    lr_note: str
-    profile: str | None
-    preset: str | None
-    estimate: Estimate
-    target: str = "local"
-    cluster: dict[str, Any] | None = None
-    warnings: list[str] = field(default_factory=list)
-    provenance: dict[str, str] = field(default_factory=dict)
-    artifacts: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def world_size(self) -> int:
-        return self.gpus_per_node * self.nodes
-
-    @property
-    def module(self) -> str:
-        return ENTRYPOINTS[self.recipe.entrypoint].module
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "recipe": self.recipe.name,
-            "recipe_path": str(self.recipe_path),
-            "entrypoint": self.recipe.entrypoint,
-            "module": self.module,
-            "gpu": self.gpu.name,
-            "gpus_per_node": self.gpus_per_node,
-            "nodes": self.nodes,
-            "world_size": self.world_size,
-            "precision": self.precision,
-            "attention": self.attention,
-            "global_batch_size": self.global_batch_size,
-            "learning_rate": self.learning_rate,
-            "lr_note": self.lr_note,
-            "profile": self.profile,
-            "preset": self.preset,
-            "estimate": self.estimate.to_dict(),
-            "warnings": list(self.warnings),
-            "config": self.recipe.model_dump(mode="json", exclude={"profiles"}),
-            "provenance": dict(self.provenance),
-            "cluster": self.cluster,
-            "target": self.target,
-            "artifacts": dict(self.artifacts),
-        }
+TARGETS: tuple[Target, ...] = ("local", "slurm", "docker")
+_PRECISIONS: dict[str, Precision] = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+_ATTENTIONS: dict[str, Attention] = {"sdpa": "sdpa", "flash": "flash", "flex": "flex", "eager": "eager"}
 
 
 def make_plan(
@@ -100,16 +48,16 @@ def make_plan(
     preset: str | None = None,
     target: str | None = None,
     check_memory: bool = True,
-) -> Plan:
+) -> JobPlan:
     """Resolve a recipe for a hardware choice. ``gpu=None`` detects the local GPU (or ``cpu``)."""
     overrides = list(overrides)
     source = load_source(recipe_path)
     base = validate_source(apply_overrides(source, overrides))
     cluster_profile = _load_cluster(cluster) if cluster else None
-    if target is None:
-        target = "slurm" if cluster_profile else "local"
-    if target not in TARGETS:
-        raise PlanError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+    wanted_target = target or ("slurm" if cluster_profile else "local")
+    chosen_target = next((t for t in TARGETS if t == wanted_target), None)
+    if chosen_target is None:
+        raise PlanError(unknown_name("target", wanted_target, TARGETS))
     warnings: list[str] = []
     gpu_type = _choose_gpu(gpu, cluster_profile, warnings)
 
@@ -128,8 +76,7 @@ def make_plan(
             f"cluster {cluster_profile.name!r} has {cluster_profile.gpus_per_node} GPUs per node; "
             f"asked for {gpus} (use --nodes to scale out)"
         )
-    for key, value, layer in (("gpus", gpus, gpus_per_node), ("nodes", node_count, nodes)):
-        recipe.resources.__dict__[key] = value
+    for key, layer in (("gpus", gpus_per_node), ("nodes", nodes)):
         if layer is not None:
             provenance[f"resources.{key}"] = "flag"
         elif cluster_profile and key == "gpus":
@@ -139,7 +86,12 @@ def make_plan(
     attention = _resolve_attention(recipe, gpu_type, warnings)
     global_batch = recipe.train.batch_size * gpus * node_count * recipe.train.grad_accum
     lr, lr_note = _resolve_lr(recipe, global_batch)
-    recipe.train.__dict__.update(precision=precision, attention=attention, learning_rate=lr)
+    recipe = recipe.model_copy(update={
+        "resources": recipe.resources.model_copy(update={"gpus": gpus, "nodes": node_count}),
+        "train": recipe.train.model_copy(update={"precision": precision, "attention": attention,
+                                                 "learning_rate": lr}),
+        "profiles": {},  # applied above; a plan holds the result only
+    })
 
     est = estimate(recipe, gpu_type, gpus, node_count, precision, global_batch)
     warnings.extend(est.warnings)
@@ -150,22 +102,22 @@ def make_plan(
             f"estimated {est.total_hours:.1f} h exceeds the time limit {recipe.resources.time}: "
             "the job will rely on checkpoint + requeue"
         )
-    return Plan(
-        recipe=recipe, recipe_path=Path(recipe_path), gpu=gpu_type, gpus_per_node=gpus, nodes=node_count,
+    return JobPlan(
+        recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
+        gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,
         precision=precision, attention=attention, global_batch_size=global_batch, learning_rate=lr,
-        lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=target,
-        cluster=cluster_profile.model_dump(mode="json") if cluster_profile else None,
-        warnings=warnings, provenance=provenance,
+        lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=chosen_target,
+        cluster=cluster_profile, warnings=warnings, provenance=provenance,
     )
 
 
-def _load_cluster(name: str) -> Any:
+def _load_cluster(name: str) -> ClusterProfile:
     from gputrain.hardware.clusters import load_cluster
 
     return load_cluster(name)
 
 
-def _choose_gpu(gpu: str | None, cluster_profile: Any, warnings: list[str]) -> GPUType:
+def _choose_gpu(gpu: str | None, cluster_profile: ClusterProfile | None, warnings: list[str]) -> GPUFacts:
     if gpu:
         return get_gpu(gpu)
     if cluster_profile is not None and cluster_profile.gpu:
@@ -180,13 +132,13 @@ def _choose_gpu(gpu: str | None, cluster_profile: Any, warnings: list[str]) -> G
 
 
 def _match_profile(
-    recipe: Recipe, gpu: GPUType, source: RecipeSource, warnings: list[str]
+    recipe: Recipe, gpu: GPUFacts, source: RecipeSource, warnings: list[str]
 ) -> tuple[str | None, Profile | None]:
     known = catalog()
     for name in recipe.profiles:
         if name not in known:
             where = source.where(("profiles", name))
-            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; known: {', '.join(known)}")
+            raise RecipeError(f"{where}: profile {name!r} is not a catalog GPU; " + suggestion(name, known))
     if gpu.name in recipe.profiles:
         return gpu.name, recipe.profiles[gpu.name]
     candidates = [n for n in recipe.profiles if (n == "cpu") == gpu.is_cpu]
@@ -208,7 +160,7 @@ def _choose_preset(profile: Profile | None, wanted: str | None, recipe: Recipe, 
         return None
     if wanted:
         if wanted not in profile.presets:
-            raise PlanError(f"profile {name} has no preset {wanted!r}; known: {', '.join(profile.presets)}")
+            raise PlanError(unknown_name("preset", wanted, profile.presets, hint=f"GPU profile {name}"))
         return wanted
     if profile.preset_by:
         value: Any = recipe.model_dump(mode="json")
@@ -256,7 +208,7 @@ def _merge_layers(
     return merged.data, provenance, merged.marks
 
 
-def _resolve_precision(recipe: Recipe, gpu: GPUType) -> str:
+def _resolve_precision(recipe: Recipe, gpu: GPUFacts) -> Precision:
     wanted = recipe.train.precision
     if gpu.is_cpu:
         return "fp32"
@@ -264,10 +216,10 @@ def _resolve_precision(recipe: Recipe, gpu: GPUType) -> str:
         return "bf16" if gpu.bf16 else "fp16"
     if wanted == "bf16" and not gpu.bf16:
         raise PlanError(f"train.precision=bf16 but {gpu.name} has no bf16: use fp16 (with loss scaling) or auto")
-    return wanted
+    return _PRECISIONS[wanted]
 
 
-def _resolve_attention(recipe: Recipe, gpu: GPUType, warnings: list[str]) -> str:
+def _resolve_attention(recipe: Recipe, gpu: GPUFacts, warnings: list[str]) -> Attention:
     wanted = recipe.train.attention
     flash_ok = not gpu.is_cpu and gpu.bf16 and importlib.util.find_spec("flash_attn") is not None
     if wanted in ("auto", "flash"):
@@ -282,7 +234,7 @@ def _resolve_attention(recipe: Recipe, gpu: GPUType, warnings: list[str]) -> str
     if wanted == "flex" and gpu.is_cpu:
         warnings.append("FlexAttention needs a GPU: using sdpa")
         return "sdpa"
-    return wanted
+    return _ATTENTIONS[wanted]
 
 
 def _resolve_lr(recipe: Recipe, global_batch: int) -> tuple[float, str]:

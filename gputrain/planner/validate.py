@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gputrain.errors import RecipeError
+from gputrain.errors import RecipeError, suggestion
 from gputrain.hardware.catalog import catalog
 from gputrain.recipe.loader import RecipeSource, apply_overrides, deep_merge, load_source, validate_source
 
@@ -24,7 +24,7 @@ def validate_recipe_file(path: Path, overrides: Iterable[str] = ()) -> str:
     for name, profile in recipe.profiles.items():
         if name not in known:
             raise RecipeError(f"{source.where(('profiles', name))}: profile {name!r} is not a catalog GPU; "
-                              f"known: {', '.join(known)}")
+                              + suggestion(name, known))
         layers: list[tuple[tuple[str, ...], dict[str, Any]]] = [(("profiles", name, "set"), profile.set)]
         layers += [(("profiles", name, "presets", p), v) for p, v in profile.presets.items()]
         for origin, layer in layers:

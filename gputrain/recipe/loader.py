@@ -9,6 +9,7 @@ its own lines — so a bad value is always reported where the user wrote it.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -19,7 +20,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gputrain import safeyaml
 from gputrain.errors import RecipeError
+from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe, algorithm_model
 
 Key = tuple[str, ...]
@@ -51,8 +54,13 @@ class RecipeSource:
         return str(self.path)
 
 
+#: Longest ``extends:`` chain followed (a recipe extending a recipe extending ...).
+MAX_EXTENDS = 16
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+
 def _loader_class() -> type[yaml.SafeLoader]:
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return safeyaml.loader_class()
 
 
 _SCALARS = yaml.constructor.SafeConstructor()
@@ -91,15 +99,9 @@ def _node_to_data(
 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, dict[Key, Location]]:
-    """YAML text → (data, marks); syntax errors become one-line RecipeErrors."""
-    try:
-        node = yaml.compose(text, Loader=_loader_class())
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
-        raise RecipeError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise RecipeError(f"{file}: invalid YAML: {exc}") from None
+    """YAML text → (data, marks); syntax errors and documents over the budget (``gputrain.safeyaml``:
+    size, nesting, alias expansion) become one-line RecipeErrors."""
+    node = safeyaml.compose(text, file, RecipeError)
     marks: dict[Key, Location] = {}
     if node is None:
         return None, marks
@@ -124,6 +126,8 @@ def load_source(path: str | Path, _seen: tuple[Path, ...] = ()) -> RecipeSource:
     resolved = path.resolve()
     if resolved in _seen:
         raise RecipeError(f"{path}: extends loop: {' -> '.join(str(p) for p in (*_seen, resolved))}")
+    if len(_seen) > MAX_EXTENDS:
+        raise RecipeError(f"{_seen[0]}: extends chain longer than {MAX_EXTENDS} files")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -136,14 +140,29 @@ def load_source(path: str | Path, _seen: tuple[Path, ...] = ()) -> RecipeSource:
     parent = data.pop("extends", None)
     if parent is None:
         return RecipeSource(path, data, marks)
+    here = marks[("extends",)]
     if not isinstance(parent, str):
-        raise RecipeError(f"{marks[('extends',)]}: extends must be a file name")
-    if not (path.parent / parent).is_file():
-        raise RecipeError(f"{marks[('extends',)]}: extends: {path.parent / parent}: recipe file not found")
-    base = load_source(path.parent / parent, (*_seen, resolved))
+        raise RecipeError(f"{here}: extends must be a file name")
+    target = path.parent / parent
+    if target.suffix not in RECIPE_SUFFIXES:
+        raise RecipeError(f"{here}: extends: {target} is not a recipe file ({' or '.join(RECIPE_SUFFIXES)})")
+    if not target.is_file():
+        raise RecipeError(f"{here}: extends: {target}: recipe file not found")
+    base = _load_parent(target, (*_seen, resolved), here)
     merged_marks = dict(base.marks)
     merged_marks.update({k: v for k, v in marks.items() if k != ("extends",)})
     return RecipeSource(path, deep_merge(base.data, data), merged_marks)
+
+
+def _load_parent(target: Path, seen: tuple[Path, ...], here: Location) -> RecipeSource:
+    """A file named by ``extends:``: a recipe (or partial recipe), or a one-line error that never quotes
+    its content (``extends: ~/.ssh/config.yaml`` must not print the file)."""
+    base = load_source(target, seen)
+    unknown = set(base.data) - set(Recipe.model_fields)
+    if unknown:
+        raise RecipeError(f"{here}: extends: {target} is not a recipe ({len(unknown)} section(s) a recipe "
+                          "does not have)")
+    return base
 
 
 def extends_chain(path: str | Path) -> list[Path]:
@@ -152,7 +171,7 @@ def extends_chain(path: str | Path) -> list[Path]:
     Call it on a recipe that :func:`load_source` accepted (it repeats that walk without the checks).
     """
     chain = [Path(path)]
-    while len(chain) <= 64:
+    while len(chain) <= MAX_EXTENDS:
         data, _ = parse_yaml(chain[-1].read_text(encoding="utf-8"), str(chain[-1]))
         parent = data.get("extends") if isinstance(data, dict) else None
         if not isinstance(parent, str):
@@ -207,8 +226,11 @@ def _nest(key: Key, value: Any) -> dict[str, Any]:
 def _parse_override_value(key: Key, raw: str, data: Mapping[str, Any]) -> Any:
     if _field_is_string(key, data):
         return raw
+    if not raw.strip():
+        return None
+    safeyaml.check_budget(raw, f"--set {'.'.join(key)}", RecipeError, syntax=False)
     try:
-        return yaml.load(raw, Loader=_loader_class()) if raw.strip() else None
+        return yaml.load(raw, Loader=_loader_class())
     except (yaml.YAMLError, ValueError, TypeError, OverflowError):  # 2024-13-45 is a ValueError
         return raw
 
@@ -218,10 +240,7 @@ def _field_is_string(key: Key, data: Mapping[str, Any]) -> bool:
     parts = list(key)
     if parts and parts[0] == "algorithm":
         entry = data.get("entrypoint")
-        try:
-            model = algorithm_model(entry) if isinstance(entry, str) else None
-        except (KeyError, ImportError):
-            model = None
+        model = algorithm_model(entry) if isinstance(entry, str) and entry in ENTRYPOINTS else None
         parts = parts[1:]
     for i, part in enumerate(parts):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -252,23 +271,37 @@ def _unwrap_model(annotation: Any) -> Any:
     return annotation
 
 
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_controls(value: Any, key: Key, source: RecipeSource) -> None:
+    """No control character (``\\n``, ``\\r``, ``\\0``, ...) in any name or value that can reach a script.
+
+    Quoting does not make a newline safe in a comment or an ``#SBATCH`` line. Only descriptions (free text
+    that no script carries) may span lines.
+    """
+    if isinstance(value, str):
+        found = CONTROL_RE.search(value)
+        if found and (not key or key[-1] != "description"):
+            raise RecipeError(f"{source.where(key)}: {'.'.join(key)}: control character {found.group()!r} in "
+                              "a value (values reach shell scripts; use plain single-line text)")
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            check_controls(str(name), (*key, str(name)) if not CONTROL_RE.search(str(name)) else key, source)
+            check_controls(item, (*key, str(name)), source)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_controls(item, (*key, str(i)), source)
+
+
 def validate_source(source: RecipeSource) -> Recipe:
-    """Validate raw data into a :class:`Recipe`; the first problem becomes a one-line RecipeError."""
+    """Validate raw data into a :class:`Recipe` (its ``algorithm:`` typed by the entrypoint's model); the
+    first problem becomes a one-line RecipeError."""
+    check_controls(source.data, (), source)
     try:
-        recipe = Recipe.model_validate(source.data)
+        return Recipe.model_validate(source.data)
     except ValidationError as exc:
-        raise _as_recipe_error(exc, source, Recipe, ()) from None
-    try:
-        algo_cls = algorithm_model(recipe.entrypoint)
-    except ImportError as exc:
-        where = source.where(("entrypoint",))
-        raise RecipeError(f"{where}: entrypoint {recipe.entrypoint!r} is not installed ({exc})") from None
-    try:
-        algo = algo_cls.model_validate(recipe.algorithm)
-    except ValidationError as exc:
-        raise _as_recipe_error(exc, source, algo_cls, ("algorithm",)) from None
-    recipe.algorithm = algo.model_dump(mode="json")
-    return recipe
+        raise _as_recipe_error(exc, source) from None
 
 
 def load_recipe(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Recipe, RecipeSource]:
@@ -276,13 +309,17 @@ def load_recipe(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Recipe
     return validate_source(source), source
 
 
-def _as_recipe_error(exc: ValidationError, source: RecipeSource, model: type[BaseModel], prefix: Key) -> RecipeError:
+def _as_recipe_error(exc: ValidationError, source: RecipeSource) -> RecipeError:
     errors = exc.errors()
     # An unknown key often causes a "missing" error for the field it misspells; the unknown key (with its
     # "did you mean" hint) is the one worth showing.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = tuple(str(p) for p in first["loc"])
-    key = (*prefix, *loc)
+    key = tuple(str(p) for p in first["loc"])
+    model: type[BaseModel] = Recipe
+    loc = key
+    entry = source.data.get("entrypoint")
+    if key[:1] == ("algorithm",) and len(key) > 1 and isinstance(entry, str) and entry in ENTRYPOINTS:
+        model, loc = algorithm_model(entry), key[1:]  # "did you mean" among the entrypoint's own fields
     dotted = ".".join(key) or "(recipe)"
     if first["type"] == "extra_forbidden":
         hint = _did_you_mean(model, loc)

@@ -2,7 +2,8 @@
 
 Every model forbids unknown keys, so a typo (``batch_sise``) is an error with a hint instead of a silently
 ignored setting. The ``algorithm`` section differs per entrypoint; it is validated by the model that
-``gputrain.recipe.entrypoints`` names for the recipe's entrypoint and stored back with its defaults filled.
+``gputrain.recipe.entrypoints`` names for the recipe's entrypoint and kept as that typed model
+(:data:`AlgorithmSettings`), so a training reads ``recipe.algorithm.num_generations``, not a dict.
 ``profiles`` hold partial recipes; they are checked in full only after the planner merges one in.
 """
 
@@ -12,12 +13,26 @@ import importlib
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 
-_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The ``algorithm:`` settings of any entrypoint; which one a recipe holds is decided by its entrypoint
+#: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
+AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GRPOAlgorithm
+
+# Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
+_TIME_RE = re.compile(r"\A(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
+_ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_RECIPE_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+#: Credentials of the machine that launches jobs: forwarding them would hand a pod (or anything the
+#: training runs) the power to create, bill and delete your other pods, or to use your ssh agent.
+LAUNCHER_CREDENTIALS = ("RUNPOD_API_KEY", "SSH_AUTH_SOCK")
+LAUNCHER_CREDENTIAL_PREFIXES = ("RUNPOD_",)
 _SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 
 
@@ -134,13 +149,17 @@ class Profile(Strict):
 
 
 class Recipe(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(description="letters, digits, '_', '.', '-'; it names jobs and folders")
     description: str = ""
     entrypoint: str
     model: ModelSpec
     data: DataSpec = Field(default_factory=DataSpec)
     train: TrainSpec
-    algorithm: dict[str, Any] = Field(default_factory=dict)
+    algorithm: AlgorithmSettings = Field(
+        default_factory=dict,  # turned into the entrypoint's model by the validator below
+        validate_default=True,
+        description="settings of the entrypoint's algorithm (the model named in gputrain.recipe.entrypoints)",
+    )
     memory: MemorySpec = Field(default_factory=MemorySpec)
     distributed: DistributedSpec = Field(default_factory=DistributedSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -150,12 +169,33 @@ class Recipe(Strict):
     estimate: EstimateSpec = Field(default_factory=EstimateSpec)
     profiles: dict[str, Profile] = Field(default_factory=dict)
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not _RECIPE_NAME_RE.match(value):
+            raise ValueError(f"name {value!r} must be letters, digits, '_', '.' or '-' (starting with a letter "
+                             "or digit)")
+        return value
+
     @field_validator("entrypoint")
     @classmethod
     def _known_entrypoint(cls, value: str) -> str:
         if value not in ENTRYPOINTS:
             raise ValueError(f"unknown entrypoint {value!r}; known: {', '.join(sorted(ENTRYPOINTS))}")
         return value
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _algorithm_of_entrypoint(cls, value: Any, info: ValidationInfo) -> Any:
+        entrypoint = info.data.get("entrypoint")
+        if entrypoint not in ENTRYPOINTS:
+            return value  # an unknown entrypoint is reported on its own field
+        model = algorithm_model(entrypoint)
+        if type(value) is model:
+            return value
+        if isinstance(value, BaseModel):  # another entrypoint's settings: checked field by field
+            value = value.model_dump()
+        return model.model_validate(value)
 
     @field_validator("env")
     @classmethod
@@ -173,11 +213,18 @@ class Recipe(Strict):
         for name in value:
             if not _ENV_NAME_RE.match(name):
                 raise ValueError(f"secret {name!r} must be an environment variable name, never a value")
+            if is_launcher_credential(name):
+                raise ValueError(f"secret {name} is a credential of the launching machine; a recipe may not "
+                                 "forward it to a job")
         return value
 
 
+def is_launcher_credential(name: str) -> bool:
+    return name in LAUNCHER_CREDENTIALS or name.startswith(LAUNCHER_CREDENTIAL_PREFIXES)
+
+
 def algorithm_model(entrypoint: str) -> type[BaseModel]:
-    """Import the ``algorithm:`` model of an entrypoint (lazily: most commands never need it)."""
+    """The ``algorithm:`` model of an entrypoint (``ENTRYPOINTS`` names it as "module:Class")."""
     target = ENTRYPOINTS[entrypoint].algorithm
     module_name, _, class_name = target.partition(":")
     module = importlib.import_module(module_name)

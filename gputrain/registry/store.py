@@ -8,27 +8,24 @@ lets writers queue instead of failing. Location: ``$GPUTRAIN_HOME/jobs.db`` (def
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from gputrain.errors import RegistryError
+from gputrain.contract.jobstate import FINAL_STATES, STATES
+from gputrain.errors import RegistryError, UnknownJobError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~10 ms of start-up, and a replayed submit imports this module
-    from typing import Any
+__all__ = ["BACKENDS", "FINAL_STATES", "STATES", "JobRecord", "JobRegistry"]
 
-STATES = (
-    "PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "REQUEUED", "UNKNOWN",
-)
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
 BACKENDS = ("local", "slurm", "runpod")
 _BUSY_TIMEOUT_S = 30.0
 _SCHEMA = """
@@ -90,9 +87,9 @@ _UPDATABLE = frozenset(_COLUMNS) - {"created_at", "updated_at"}
 
 
 def default_path() -> Path:
-    home = os.environ.get("GPUTRAIN_HOME")
-    base = Path(home).expanduser() if home else Path("~/.local/share/gputrain").expanduser()
-    return base / "jobs.db"
+    from gputrain.home import gputrain_home
+
+    return gputrain_home() / "jobs.db"
 
 
 INVALID_EXTRA_KEY = "invalid_extra"
@@ -133,17 +130,48 @@ class JobRegistry:
         self.path = Path(path) if path is not None else default_path()
         self._ready = False
 
-    @contextmanager
-    def _connect(self, write: bool) -> Iterator[sqlite3.Connection]:
+    def read_only(self) -> bool:
+        """The registry's folder (or file) cannot be written: a read-only ``$GPUTRAIN_HOME``."""
+        folder = self.path.parent
+        if not folder.exists():
+            return not os.access(next((p for p in folder.parents if p.exists()), Path("/")), os.W_OK)
+        return not os.access(folder, os.W_OK) or (self.path.exists() and not os.access(self.path, os.W_OK))
+
+    def _open(self, write: bool) -> sqlite3.Connection | None:
+        """A connection, or None for reading a registry that does not exist and cannot be created."""
+        if not write and self.read_only():
+            if not self.path.exists():
+                return None
+            # Reading a WAL database read-only needs its -shm file; without one, read the file as it is.
+            for query in ("mode=ro", "immutable=1"):
+                try:
+                    conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?{query}", uri=True,
+                                           timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                    return conn
+                except sqlite3.Error:
+                    continue
+            raise RegistryError(f"{self.path}: cannot read the job registry (read-only and unreadable)")
+        if write and self.read_only():
+            raise RegistryError(f"{self.path}: the job registry is read-only here ($GPUTRAIN_HOME is not "
+                                "writable); read commands still work")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+            return sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise RegistryError(f"{self.path}: cannot open the job registry: {exc}") from None
+
+    @contextmanager
+    def _connect(self, write: bool) -> Iterator[sqlite3.Connection | None]:
+        conn = self._open(write)
+        if conn is None:
+            yield None
+            return
         conn.row_factory = sqlite3.Row
+        writable = write or not self.read_only()
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            if not self._ready:
+            if not self._ready and writable:
                 if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
@@ -178,6 +206,7 @@ class JobRegistry:
         cols = ", ".join(_COLUMNS)
         marks = ", ".join(f":{c}" for c in _COLUMNS)
         with self._connect(write=True) as conn:
+            assert conn is not None
             cur = conn.execute(f"INSERT INTO jobs ({cols}) VALUES ({marks})", values)
             row_id = cur.lastrowid
             assert row_id is not None
@@ -195,11 +224,12 @@ class JobRegistry:
         if "state" in fields and fields["state"] not in STATES:
             raise RegistryError(f"unknown job state {fields['state']!r}")
         with self._connect(write=True) as conn:
+            assert conn is not None
             row = conn.execute(
                 "SELECT * FROM jobs WHERE job_id = ? ORDER BY id DESC LIMIT 1", (str(job_id),)
             ).fetchone()
             if row is None:
-                raise RegistryError(f"no job {job_id!r} in the registry ({self.path})")
+                raise UnknownJobError(f"no job {job_id!r} in the registry ({self.path})")
             rec = _row_to_record(row, self.path)
             if "extra" in fields:
                 fields = {**fields, "extra": {**rec.extra, **(fields["extra"] or {})}}
@@ -221,6 +251,8 @@ class JobRegistry:
         except (OSError, RuntimeError):
             pass
         with self._connect(write=False) as conn:
+            if conn is None:
+                return None
             for column in ("job_id", "name", "job_dir"):
                 for value in candidates if column == "job_dir" else [ref]:
                     row = conn.execute(
@@ -233,19 +265,42 @@ class JobRegistry:
     def get(self, ref: str) -> JobRecord:
         rec = self.find(ref)
         if rec is None:
-            raise RegistryError(f"no job {ref!r} in the registry ({self.path}); see `gputrain jobs`")
+            raise UnknownJobError(f"no job {ref!r} in the registry ({self.path}); see `gputrain jobs`")
         return rec
 
-    def list(self, limit: int | None = 50, *, backend: str | None = None) -> list[JobRecord]:
-        """Jobs newest first."""
+    def list(
+        self, limit: int | None = 50, *, backend: str | None = None, state: str | None = None,
+        recipe: str | None = None,
+    ) -> list[JobRecord]:
+        """Jobs newest first; ``backend``, ``state`` and ``recipe`` filter by equality."""
         sql = "SELECT * FROM jobs"
-        args: list[Any] = []
-        if backend:
-            sql += " WHERE backend = ?"
-            args.append(backend)
+        where = [(column, value) for column, value in (("backend", backend), ("state", state), ("recipe", recipe))
+                 if value]
+        args: list[Any] = [value for _, value in where]
+        if where:
+            sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in where)
         sql += " ORDER BY id DESC"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
         with self._connect(write=False) as conn:
+            if conn is None:
+                return []
             return [_row_to_record(r, self.path) for r in conn.execute(sql, args).fetchall()]
+
+    def forget(self, records: Iterable[JobRecord]) -> builtins.list[JobRecord]:
+        """Remove ``records`` from the registry if they are still in a final state (checked inside the one
+        write transaction, so a job that some other process just requeued is kept); returns those removed.
+        Job folders stay on disk."""
+        rows = [r for r in records if r.id is not None]
+        final = sorted(FINAL_STATES)
+        removed: builtins.list[JobRecord] = []
+        with self._connect(write=True) as conn:
+            assert conn is not None  # a write opens the file or raises
+            for rec in rows:
+                cur = conn.execute(
+                    f"DELETE FROM jobs WHERE id = ? AND state IN ({', '.join('?' * len(final))})", (rec.id, *final)
+                )
+                if cur.rowcount:
+                    removed.append(rec)
+        return removed

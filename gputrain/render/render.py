@@ -23,9 +23,12 @@ from gputrain.resources import templates_dir
 if TYPE_CHECKING:
     import jinja2
 
-    from gputrain.planner import Plan
+    from gputrain.contract.plan import JobPlan
+    from gputrain.render.sbatch import SbatchInputs
 
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+#: C0 control characters and DEL: a newline ends a comment or an ``#SBATCH`` line even inside quotes.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 #: Which templates each target renders, and the file name each lands under.
 TARGET_TEMPLATES: dict[str, dict[str, str]] = {
@@ -44,18 +47,35 @@ class Trusted(str):
     """Text a filter produced deliberately; ``finalize`` emits it as is."""
 
 
+def no_controls(text: str) -> str:
+    """``text`` unchanged, or a RenderError if it holds a control character (``\\n``, ``\\r``, ``\\0``, ...).
+
+    Quoting cannot make a newline safe: in a comment or an ``#SBATCH`` line it starts a new shell line.
+    """
+    found = CONTROL_RE.search(text)
+    if found:
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise RenderError(f"refusing to render {shown!r}: it contains the control character {found.group()!r}")
+    return text
+
+
 def shq(value: Any) -> Trusted:
     """Shell-quote one value (lists become space-separated quoted words)."""
     if isinstance(value, list | tuple):
-        return Trusted(" ".join(shlex.quote(str(v)) for v in value))
-    return Trusted(shlex.quote(str(value)))
+        return Trusted(" ".join(shlex.quote(no_controls(str(v))) for v in value))
+    return Trusted(shlex.quote(no_controls(str(value))))
+
+
+def comment(value: Any) -> Trusted:
+    """Text for a ``#`` comment line: control characters shown as escapes (a file name may hold one)."""
+    return Trusted(CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], str(value)))
 
 
 def raw(value: Any) -> Trusted:
     """Emit without quoting: only for numbers and names the template controls."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise RenderError(f"refusing to emit {type(value).__name__} unquoted")
-    text = str(value)
+    text = no_controls(str(value))
     if shlex.quote(text) != text:
         raise RenderError(f"refusing to emit {text!r} unquoted: it contains shell metacharacters")
     return Trusted(text)
@@ -68,8 +88,8 @@ def shell_line(value: Any) -> Trusted:
     they may not smuggle in extra lines.
     """
     text = str(value)
-    if "\n" in text or "\r" in text or "\0" in text:
-        raise RenderError(f"a set-up line must be a single line: {text!r}")
+    if CONTROL_RE.search(text):
+        raise RenderError(f"a set-up line must be a single line without control characters: {text!r}")
     return Trusted(text)
 
 
@@ -90,7 +110,7 @@ def _finalize(value: Any) -> Any:
         return value
     if value is None:
         raise RenderError("a template tried to emit an empty (None) value")
-    return shlex.quote(str(value))
+    return shlex.quote(no_controls(str(value)))
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -122,52 +142,32 @@ def environment(directory: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(shq=shq, raw=raw, env_ref=env_ref, env_default=env_default, shell_line=shell_line)
+    env.filters.update(shq=shq, raw=raw, env_ref=env_ref, env_default=env_default, shell_line=shell_line,
+                       comment=comment)
     return env
 
 
-def template_context(plan: Plan, job_dir: str | Path | None = None) -> dict[str, Any]:
+def template_context(plan: JobPlan, job_dir: str | Path | None = None) -> dict[str, Any]:
     """What every template sees. Secrets appear by name only."""
-    data = plan.to_dict()
-    config = data["config"]
-    for name in config["secrets"]:
+    recipe = plan.recipe
+    for name in recipe.secrets:
         if not _NAME_RE.match(name):
             raise RenderError(f"secret name {name!r} is not an environment variable name")
     plan_path = f"{job_dir}/plan.json" if job_dir else "plan.json"
     return {
-        "plan": data,
-        "config": config,
-        "recipe": plan.recipe.name,
+        "recipe": recipe.name,
+        "recipe_path": plan.recipe_path,
         "module": plan.module,
         "gpu": plan.gpu.name,
         "gpus_per_node": plan.gpus_per_node,
         "nodes": plan.nodes,
         "world_size": plan.world_size,
-        "cluster": data["cluster"],
-        "env": config["env"],
-        "secrets": config["secrets"],
+        "env": dict(recipe.env),
+        "secrets": list(recipe.secrets),
         "job_dir": str(job_dir) if job_dir else None,
         "plan_path": plan_path,
         "version": __version__,
     }
-
-
-def render_sbatch(plan: Plan, *, logs_dir: str | Path = "logs", stamp: str | None = None, debug: bool = False) -> str:
-    """The job script ``gputrain submit`` sends (``plan --cluster`` shows the same text, stamped now)."""
-    import os
-    import time
-
-    from gputrain.hardware.clusters import sbatch_settings
-
-    data = plan.to_dict()
-    if data["cluster"] is None:
-        raise RenderError("the slurm target needs a cluster profile: pass --cluster NAME")
-    context = template_context(plan)
-    context["slurm"] = sbatch_settings(
-        data["cluster"], data, logs_dir=str(logs_dir), stamp=stamp or time.strftime("%Y%m%d_%H%M%S"),
-        workdir=os.getcwd(), debug=debug,
-    )
-    return render_template("sbatch.j2", context)
 
 
 def render_template(name: str, context: Mapping[str, Any]) -> str:
@@ -181,10 +181,18 @@ def render_template(name: str, context: Mapping[str, Any]) -> str:
         raise RenderError(f"template {name}: {exc.message}") from None
 
 
-def render_artifacts(plan: Plan, job_dir: str | Path | None = None, target: str | None = None) -> dict[str, str]:
-    """Render every script the plan's target needs: ``{file name: text}``."""
+def render_artifacts(
+    plan: JobPlan, job_dir: str | Path | None = None, target: str | None = None, *, sbatch: SbatchInputs | None = None
+) -> dict[str, str]:
+    """Render every script the plan's target needs: ``{file name: text}``.
+
+    The slurm target's script takes ``sbatch`` inputs; without them it is shown as a submission from here and
+    now would write it (:meth:`~gputrain.render.sbatch.SbatchInputs.here`).
+    """
     target = target or plan.target
     if target == "slurm":
-        return {"job.sbatch": render_sbatch(plan)}
+        from gputrain.render.sbatch import SbatchInputs, render_sbatch
+
+        return {"job.sbatch": render_sbatch(plan, sbatch or SbatchInputs.here(plan))}
     context = template_context(plan, job_dir)
     return {out: render_template(tpl, context) for out, tpl in TARGET_TEMPLATES[target].items()}

@@ -17,14 +17,15 @@ from typing import Any
 
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.recipe.schema import ModelSpec
 from gputrain.train.diffusion.data import Segment, Tokenizer, encode_fixed, final_answer
 from gputrain.train.diffusion.objective import Layout
 from gputrain.train.diffusion.trainer import Task, answer_matches, run
-from gputrain.train.runtime import RunContext, run_entrypoint
+from gputrain.train.runtime import RunContext, required, run_entrypoint
 
 
-def bd3lm_task(algo: DiffusionAlgorithm, config: dict[str, Any]) -> Task:
-    n = int((config.get("model") or {}).get("seq_len") or 1024)
+def bd3lm_task(algo: DiffusionAlgorithm, model: ModelSpec) -> Task:
+    n = required(model.seq_len, "model.seq_len")
     if n % algo.block_size:
         raise GputrainError(f"model.seq_len {n} is not a multiple of algorithm.block_size {algo.block_size}")
 

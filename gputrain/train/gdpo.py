@@ -65,15 +65,19 @@ class ResolutionTracker:
 
 
 def _use_gdpo_aggregation(ctx: RunContext) -> None:
-    """GDPO is the per-reward normalisation; the resolved config carries the schema default
-    (sum_then_normalize) when a recipe leaves the field out, so the entry sets it and says so."""
-    algo = ctx.config.setdefault("algorithm", {})
-    if algo.get("multi_objective_aggregation") != "normalize_then_sum":
+    """GDPO is the per-reward normalisation; the resolved recipe carries the schema default
+    (sum_then_normalize) when a recipe leaves the field out, so the entry sets it and says so. The plan is
+    frozen: the context gets a copy with the changed setting, which the GRPO core then reads."""
+    from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+
+    algo = ctx.algorithm(GRPOAlgorithm)
+    if algo.multi_objective_aggregation != "normalize_then_sum":
         ctx.print0(
-            f"[gdpo] algorithm.multi_objective_aggregation={algo.get('multi_objective_aggregation')!r} "
+            f"[gdpo] algorithm.multi_objective_aggregation={algo.multi_objective_aggregation!r} "
             "replaced by normalize_then_sum (use entrypoint grpo_math for summed rewards)"
         )
-        algo["multi_objective_aggregation"] = "normalize_then_sum"
+        algo = algo.model_copy(update={"multi_objective_aggregation": "normalize_then_sum"})
+        ctx.plan = ctx.plan.model_copy(update={"recipe": ctx.recipe.model_copy(update={"algorithm": algo})})
 
 
 def train(ctx: RunContext) -> int:
@@ -82,10 +86,12 @@ def train(ctx: RunContext) -> int:
     from gputrain.train.math_rl.task import build_math_task
 
     _use_gdpo_aggregation(ctx)
-    source = str(ctx.get("data.source", "generated"))
+    recipe = ctx.recipe
+    algo = ctx.algorithm(GRPOAlgorithm)
+    source = recipe.data.source
     gsm_like = source == "generated" or "gsm8k" in source.lower()
-    task = build_math_task(ctx, "gdpo", GSM8K_REWARDS if gsm_like else BOXED_REWARDS)
-    algo = GRPOAlgorithm.model_validate(ctx.config["algorithm"])
+    task = build_math_task("gdpo", GSM8K_REWARDS if gsm_like else BOXED_REWARDS, data=recipe.data,
+                           model=recipe.model, algo=algo, seed=ctx.seed, job_dir=ctx.job_dir)
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
     tracker = ResolutionTracker(ctx, task.score, algo.num_generations, weights)
     task.score = tracker

@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.schema import DataSpec
 from gputrain.train.grpo.task import GRPOTask, Row
 from gputrain.train.runtime import RunContext, run_entrypoint
 
@@ -24,7 +25,7 @@ REWARD_NAME = "code_pass_rate"
 CACHE_SIZE = 50_000
 
 
-def load_code_tasks(data: dict[str, Any], seed: int, eval_dataset: str = "held_out") -> tuple[list[Any], list[Any]]:
+def load_code_tasks(data: DataSpec, seed: int, eval_dataset: str = "held_out") -> tuple[list[Any], list[Any]]:
     """(train tasks, evaluation tasks) for the recipe's ``data`` section and ``algorithm.eval_dataset``."""
     from gputrain.train.code_reward import load_humaneval
 
@@ -32,32 +33,33 @@ def load_code_tasks(data: dict[str, Any], seed: int, eval_dataset: str = "held_o
     return train, (load_humaneval() if eval_dataset == "humaneval" else held_out)
 
 
-def _split_tasks(data: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]:
+def _split_tasks(data: DataSpec, seed: int) -> tuple[list[Any], list[Any]]:
+    """Unset sizes: the toy task's 27 problems each; a tenth of a dataset held out, the rest trained on."""
     from gputrain.train.code_reward import load_humaneval, load_mbpp, toy_tasks
 
-    source = str(data.get("source") or "generated")
-    train_size, val_size = data.get("train_size"), data.get("val_size")
+    source = data.source
+    train_size, val_size = data.train_size, data.val_size
     if source == "generated":
         return toy_tasks(train_size or 27, seed=seed), toy_tasks(val_size or 27, seed=seed + 1)
-    if source == "humaneval":
-        tasks = load_humaneval()
-    else:
-        tasks = load_mbpp(source, fmt=str(data.get("format") or "auto"), split=data.get("split"))
-    n_val = int(val_size if val_size is not None else max(1, len(tasks) // 10))
+    tasks = load_humaneval() if source == "humaneval" else load_mbpp(source, fmt=data.format, split=data.split)
+    n_val = val_size if val_size is not None else max(1, len(tasks) // 10)
     train, held_out = tasks[: len(tasks) - n_val], tasks[len(tasks) - n_val :]
     return (train[:train_size] if train_size else train), held_out
 
 
-def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 1) -> GRPOTask:
-    """The code task of a resolved recipe ``config``: prompts, the sandboxed reward, evaluation."""
+def build_code_task(data: DataSpec, algo: GRPOAlgorithm, *, seed: int = 0, world_size: int = 1) -> GRPOTask:
+    """The code task of a resolved recipe's ``data`` and ``algorithm``: prompts, the sandboxed reward,
+    evaluation."""
     from gputrain.train.code_reward import build_prompt, score_completions_detailed
+    from gputrain.train.code_reward.reward import get_pool
     from gputrain.train.sandbox import SandboxLimits
 
-    algo = GRPOAlgorithm.model_validate(config.get("algorithm") or {})
-    train, held_out = load_code_tasks(config.get("data") or {}, seed, algo.eval_dataset)
+    train, held_out = load_code_tasks(data, seed, algo.eval_dataset)
     workers = algo.sandbox_workers or max(1, min(4, (os.cpu_count() or 2) // max(1, world_size)))
     # sandbox_timeout_s bounds one test; the whole program (setup and every test) gets twice that.
     limits = SandboxLimits(test_seconds=algo.sandbox_timeout_s, wall_seconds=2 * algo.sandbox_timeout_s)
+    # Chosen now, before any training: where only weak isolation exists this refuses with one line.
+    sandbox = get_pool(workers, limits).describe()
 
     def rows(tasks: list[Any]) -> list[Row]:
         return [{"prompt": build_prompt(t), "task": t} for t in tasks]
@@ -105,13 +107,17 @@ def build_code_task(config: dict[str, Any], *, seed: int = 0, world_size: int = 
         score=score,
         evaluate=evaluate,
         corpus=corpus,
+        report={"sandbox": sandbox},
     )
 
 
 def main(ctx: RunContext) -> int:
     from gputrain.train.grpo.trainer import train_grpo
 
-    return train_grpo(ctx, build_code_task(ctx.config, seed=ctx.seed, world_size=ctx.world_size))
+    task = build_code_task(ctx.recipe.data, ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, world_size=ctx.world_size)
+    sandbox = task.report["sandbox"]
+    ctx.print0(f"[grpo_code] sandbox isolation: {sandbox['level']} ({', '.join(sandbox['layers'])})")
+    return train_grpo(ctx, task)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ def report_strategy(ctx: RunContext, entry: str) -> None:
     """One log line comparing the requested strategy with the one the core ran (from result.json)."""
     import json
 
-    requested = str(ctx.get("distributed.strategy", "ddp"))
+    requested = ctx.recipe.distributed.strategy
     result_path = ctx.job_dir / "result.json"
     if not ctx.is_main or not result_path.exists():
         return
@@ -31,10 +31,13 @@ def report_strategy(ctx: RunContext, entry: str) -> None:
 
 
 def train(ctx: RunContext) -> int:
+    from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
     from gputrain.train.grpo.trainer import train_grpo
     from gputrain.train.math_rl.task import build_math_task
 
-    task = build_math_task(ctx, "grpo_math", DEFAULT_REWARDS)
+    recipe = ctx.recipe
+    task = build_math_task("grpo_math", DEFAULT_REWARDS, data=recipe.data, model=recipe.model,
+                           algo=ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, job_dir=ctx.job_dir)
     ctx.print0(
         f"[grpo_math] {len(task.train_rows)} training / {len(task.eval_rows)} eval problems, "
         f"rewards {', '.join(task.reward_names)}"

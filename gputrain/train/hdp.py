@@ -16,16 +16,17 @@ from typing import Any
 
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.recipe.schema import ModelSpec
 from gputrain.train.diffusion.data import Tokenizer
 from gputrain.train.diffusion.hierarchy import encode_hdp, hdp_layout
 from gputrain.train.diffusion.trainer import Task, answer_matches, run
 from gputrain.train.runtime import RunContext, run_entrypoint
 
 
-def hdp_task(algo: DiffusionAlgorithm, config: dict[str, Any]) -> Task:
+def hdp_task(algo: DiffusionAlgorithm, model: ModelSpec) -> Task:
     q, p, e = algo.question_len, algo.plan_len, algo.exec_len
-    seq_len = (config.get("model") or {}).get("seq_len")
-    if seq_len is not None and int(seq_len) != q + p + e:
+    seq_len = model.seq_len
+    if seq_len is not None and seq_len != q + p + e:
         raise GputrainError(f"model.seq_len {seq_len} differs from question_len + plan_len + exec_len = "
                             f"{q + p + e}")
 

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from gputrain.errors import GputrainError
+from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.train.runtime import RunContext, run_entrypoint
 
 
@@ -77,7 +78,7 @@ def bandwidth(ctx: RunContext, sizes_mib: list[float], iterations: int) -> list[
 
 
 def main(ctx: RunContext) -> int:
-    algo = ctx.config.get("algorithm") or {}
+    algo = ctx.algorithm(SelftestAlgorithm)
     report = {
         "rank": ctx.rank, "world_size": ctx.world_size, "local_rank": ctx.local_rank,
         "host": socket.gethostname(), "pid": os.getpid(), "device": str(ctx.device),
@@ -90,10 +91,10 @@ def main(ctx: RunContext) -> int:
                    f"{r['slurm_node_id']}, pid {r['pid']}, {r['device']})")
     check_all_reduce(ctx)
     ctx.print0(f"[selftest] all-reduce correct on {ctx.world_size} rank(s)")
-    bw = bandwidth(ctx, [float(s) for s in algo.get("sizes_mib") or [1.0]], int(algo.get("iterations") or 3))
+    bw = bandwidth(ctx, list(algo.sizes_mib), algo.iterations)
 
-    total = int(ctx.get("train.max_steps", 1) or 1)
-    pause = float(algo.get("sleep_seconds") or 0.0) / total
+    total = ctx.recipe.train.max_steps or 1  # a recipe giving train.epochs only: one checked step
+    pause = algo.sleep_seconds / total
     state: dict[str, Any] = {"checked": 0}
     step, resumed_from = 0, None
     if (ckpt := ctx.checkpoints.restore(state)) is not None:
@@ -113,7 +114,7 @@ def main(ctx: RunContext) -> int:
             ctx.exit_for_requeue(step, state)
         ctx.checkpoints.save(step, state)
 
-    if algo.get("fail"):
+    if algo.fail:
         raise RuntimeError("selftest failing on purpose (algorithm.fail: true)")
     ctx.write_json("result.json", {
         "ok": True, "world_size": ctx.world_size, "ranks": reports,

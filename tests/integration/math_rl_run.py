@@ -24,7 +24,7 @@ def run_recipe(job: Path, recipe: str, overrides: list[str], timeout: int = 300)
 
     plan = make_plan(REPO / "recipes" / recipe, gpu="cpu", gpus_per_node=2, overrides=overrides)
     job.mkdir(parents=True, exist_ok=True)
-    (job / "plan.json").write_text(json.dumps(plan.to_dict(), default=str))
+    (job / "plan.json").write_text(plan.to_json())
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
         "--rdzv_endpoint", "127.0.0.1:0", "-m", plan.module, "--plan", str(job / "plan.json"), "--job-dir", str(job),

@@ -26,14 +26,15 @@ def train(ctx: RunContext) -> int:
     x = torch.randn(256, 8, generator=gen)
     y = (x @ torch.randn(8, 1, generator=gen)).squeeze(1) + 0.1 * torch.randn(256, generator=gen)
     data = TensorDataset(x, y)
-    loader, sampler = ctx.make_loader(data, int(ctx.get("train.batch_size", 8)))
+    train = ctx.recipe.train
+    loader, sampler = ctx.make_loader(data, train.batch_size)
     net = torch.nn.Sequential(
         torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(32, 1)
     )
     model = ctx.wrap_ddp(net.to(ctx.device))
     ctx.seed_per_rank()
-    opt = torch.optim.AdamW(model.parameters(), lr=float(ctx.get("train.learning_rate", 1e-2)))
-    epochs = int(ctx.get("train.epochs", 3))
+    opt = torch.optim.AdamW(model.parameters(), lr=train.learning_rate)
+    epochs = train.epochs or 3
     total = epochs * len(loader)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
     state: dict = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": ctx.scaler, "pos": {}}
@@ -42,7 +43,7 @@ def train(ctx: RunContext) -> int:
     if ckpt is not None:
         step, epoch, skip = ckpt.step, ckpt.state["pos"]["epoch"], ckpt.state["pos"]["batch"]
         ctx.print0(f"resumed from step {step}")
-    save_every = int(ctx.get("train.save_every", 0))
+    save_every = train.save_every or 0
     while epoch < epochs:
         sampler.set_epoch(epoch)
         for i, (xb, yb) in enumerate(itertools.islice(loader, skip, None), start=skip):

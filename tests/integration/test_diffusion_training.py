@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.plans import write_plan
+
 pytest.importorskip("torch")
 
 pytestmark = pytest.mark.integration
@@ -42,8 +44,7 @@ def cpu_config(entry: str, algorithm: dict[str, Any] | None = None, **train: Any
 def launch(job: Path, config: dict[str, Any]) -> subprocess.Popen[str]:
     if shutil.which("torchrun") is None and os.environ.get("CI") != "true":
         pytest.skip("torchrun not installed")
-    job.mkdir(exist_ok=True)
-    (job / "plan.json").write_text(json.dumps({"config": config, "precision": "fp32"}))
+    write_plan(job, config)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", f"gputrain.train.{config['entrypoint']}", "--plan", str(job / "plan.json"), "--job-dir", str(job)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -59,8 +60,7 @@ def run(job: Path, config: dict[str, Any]) -> str:
 
 def run_single(job: Path, config: dict[str, Any]) -> str:
     """One process, no torchrun: world size 1."""
-    job.mkdir(exist_ok=True)
-    (job / "plan.json").write_text(json.dumps({"config": config, "precision": "fp32"}))
+    write_plan(job, config, gpus=1)
     cmd = [sys.executable, "-m", f"gputrain.train.{config['entrypoint']}", "--plan", str(job / "plan.json"),
            "--job-dir", str(job)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -183,6 +183,7 @@ def test_bd3lm_evaluates_the_ema_weights(tmp_path: Path) -> None:
     import torch
 
     from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+    from gputrain.recipe.schema import ModelSpec
     from gputrain.train.bd3lm import bd3lm_task
     from gputrain.train.diffusion.data import ByteTokenizer, generate_problems
     from gputrain.train.diffusion.evaluation import Scorer, heldout_nelbo
@@ -190,7 +191,7 @@ def test_bd3lm_evaluates_the_ema_weights(tmp_path: Path) -> None:
     from gputrain.train.diffusion.schedule import LogLinearSchedule
 
     algo = DiffusionAlgorithm.model_validate(config["algorithm"])
-    task, tok = bd3lm_task(algo, config), ByteTokenizer()
+    task, tok = bd3lm_task(algo, ModelSpec.model_validate(config["model"])), ByteTokenizer()
     val_x = torch.tensor([task.encode(tok, r) for r in generate_problems(64, 0 + 7919)])
     state = torch.load(job / "checkpoints" / "step_00000020" / "state.pt", weights_only=False)["state"]
     assert int(state["ema"]["n_averaged"]) == 20

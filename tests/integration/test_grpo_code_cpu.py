@@ -73,6 +73,9 @@ def test_gputrain_run_grpo_code_cpu_reward_rises(tmp_path: Path) -> None:
     result = json.loads((job / "result.json").read_text())
     assert result["strategy_in_effect"] == "ddp" and result["steps"] == 50
     assert 0.0 <= result["eval_pass_rate"] <= 1.0
+    # The isolation was chosen at start and recorded; here (root, namespaces allowed) the strongest level.
+    assert result["sandbox"]["level"] == "namespaces" and result["sandbox"]["strong"]
+    assert "sandbox isolation: namespaces" in (job / "training_output.log").read_text()
     assert sorted(p.name for p in (job / "checkpoints").iterdir()) == ["step_00000025", "step_00000050"]
     samples = [json.loads(x) for x in (job / "samples.jsonl").read_text().splitlines()]
     assert samples and all(s["prompt"].startswith("# f(x) = x") for s in samples)
@@ -86,10 +89,10 @@ def test_grpo_code_preempted_then_resumes(tmp_path: Path) -> None:
     sets = ["train.max_steps=12", "train.save_every=100", "train.eval_every=100"]
     plan = make_plan(
         REPO / "recipes" / "grpo_code_mbpp.yaml", gpu="cpu", gpus_per_node=2, nodes=1, overrides=sets, target="local"
-    ).to_dict()
+    )
     job = tmp_path / "job"
     job.mkdir()
-    (job / "plan.json").write_text(json.dumps(plan))
+    (job / "plan.json").write_text(plan.to_json())
     cmd = [
         sys.executable,
         "-m",

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from gputrain.recipe.schema import ModelSpec
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -70,7 +72,7 @@ def _worker() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     tok = train_tiny_tokenizer(["def f(x):\n    return x*2\n", "assert f(1) == 2\n"] * 4, vocab_size=40)
-    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=1)
+    model = build_model(ModelSpec(name="tiny-qwen2", hidden_size=32, num_layers=2, num_heads=2), tok, seed=1)
     plain = copy.deepcopy(model)
     apply_fsdp(model, "cpu")
     report = sharding_report(model, "fsdp")

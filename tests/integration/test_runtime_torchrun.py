@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.plans import toy_recipe, write_plan
+
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.integration
@@ -29,19 +31,8 @@ def _torchrun() -> list[str]:
 
 def _job(tmp: Path, name: str, **train: object) -> Path:
     job = tmp / name
-    job.mkdir()
-    config = {
-        "train": {
-            "seed": 7,
-            "batch_size": 8,
-            "epochs": 3,
-            "learning_rate": 0.01,
-            "precision": "fp32",
-            **train,
-        },
-        "distributed": {"backend": "gloo"},
-    }
-    (job / "plan.json").write_text(json.dumps({"config": config}))
+    settings = {"seed": 7, "batch_size": 8, "epochs": 3, "learning_rate": 0.01, "precision": "fp32", **train}
+    write_plan(job, toy_recipe(**settings))
     return job
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -80,7 +79,6 @@ def batch(testbed: None, workdir: Path) -> dict[str, tuple[str, Path]]:
         "single": submit(workdir),  # V100 profile: 2 tasks on one node, --gres=gpu:volta:2
         "multi": submit(workdir, "--nodes", "2", "--gpus", "1"),
         "fail": submit(workdir, "--gpu", "cpu", "--gpus", "1", "--set", "algorithm.fail=true"),
-        "replay": submit(workdir),  # the same command as "single": replays its prepared job
     }
 
 
@@ -96,19 +94,6 @@ def test_two_tasks_on_one_node_with_volta_gres(batch: dict[str, tuple[str, Path]
     log = (job_dir / "training_output.log").read_text()
     assert "all-reduce correct on 2 rank(s)" in log
     assert (job_dir / "plan.json").is_file() and (job_dir / "recipe.resolved.yaml").is_file()
-
-
-def test_replayed_submit_runs_like_the_planned_one(batch: dict[str, tuple[str, Path]], workdir: Path) -> None:
-    (first_id, first_dir), (job_id, job_dir) = batch["single"], batch["replay"]
-    assert job_id != first_id and job_dir.name.startswith(f"selftest_job_{job_id}_")
-    assert len(list((workdir / "home" / "cache" / "submit").glob("*.json"))) >= 3  # one per distinct command
-    stamp = re.compile(r"\d{8}_\d{6}")
-    assert stamp.sub("", (job_dir / "job.sbatch").read_text()) == stamp.sub("", (first_dir / "job.sbatch").read_text())
-    info = wait_for(workdir, job_id, FINAL)
-    assert (info["state"], info["exit_code"]) == ("COMPLETED", 0), (job_dir / "training_output.log").read_text()
-    assert json.loads((job_dir / "result.json").read_text())["world_size"] == 2
-    recorded = {r["job_id"]: r for r in json.loads(gt(workdir, "jobs", "--json", "--no-refresh").stdout)}
-    assert recorded[job_id]["job_dir"] == str(job_dir) and recorded[job_id]["cluster"] == "testbed"
 
 
 def test_sweep_submits_one_recorded_job_per_value(testbed: None, workdir: Path) -> None:
@@ -212,5 +197,5 @@ def test_unreachable_controller(testbed: None, tmp_path: Path) -> None:
     ) + "\n")
     proc = gt(tmp_path, "submit", str(RECIPE), "--cluster", "testbed", env={"SLURM_CONF": str(bad)},
               check=False)
-    assert proc.returncode != 0 and "controller unreachable" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "controller unreachable" in proc.stderr, proc.stderr  # the world failed
     _no_job_recorded(tmp_path, tmp_path / "logs")

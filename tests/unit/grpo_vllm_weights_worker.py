@@ -16,6 +16,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gputrain.recipe.schema import ModelSpec
+
 
 def _compare(weights: list[tuple[str, torch.Tensor]], reference: torch.nn.Module) -> dict[str, Any]:
     state = reference.state_dict()
@@ -40,7 +42,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     tok = train_tiny_tokenizer(["def f(x):\n    return x*2\n", "assert f(1) == 2\n"] * 4, vocab_size=40)
-    reference = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=1)
+    reference = build_model(ModelSpec(name="tiny-qwen2", hidden_size=32, num_layers=2, num_heads=2), tok, seed=1)
     out: dict[str, Any] = {"rank": rank}
 
     ddp = apply_ddp(copy.deepcopy(reference), torch.device("cpu"))

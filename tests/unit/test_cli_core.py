@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gputrain.contract.plan import load_job_plan
 from tests.conftest import DATA, RECIPES
 
 R = DATA / "recipes"
@@ -52,8 +53,8 @@ def test_malformed_recipes_get_one_line_and_exit_2(name: str, fragment: str) -> 
 
 
 def test_unknown_gpu_and_negative_flag() -> None:
-    proc = gputrain("plan", str(RECIPES / "selftest.yaml"), "--gpu", "X100")
-    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown GPU type 'X100'; known:")
+    proc = gputrain("plan", str(RECIPES / "selftest.yaml"), "--gpu", "Z9000")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown GPU type 'Z9000'; known:")
     proc = gputrain("plan", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--gpus", "-2")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
@@ -63,7 +64,7 @@ def test_plan_json_contract_and_provenance() -> None:
                     "--set", "train.batch_size=192", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["gpu"] == "H200-141GB" and data["precision"] == "bf16"
+    assert data["gpu"]["name"] == "H200-141GB" and data["precision"] == "bf16"
     assert data["global_batch_size"] == 192 * 4
     assert data["provenance"]["train.batch_size"] == "--set"
     assert data["provenance"]["train.grad_accum"] == "profile:H200-141GB"
@@ -78,8 +79,8 @@ def test_plan_out_writes_scripts_plan_and_resolved_recipe(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert Path(data["artifacts"]["launch.sh"]).is_file()
-    saved = json.loads((out / "plan.json").read_text())
-    assert saved["config"]["resources"]["gpus"] == 2
+    saved = load_job_plan(out / "plan.json")
+    assert saved.recipe.resources.gpus == 2 and saved.artifacts["plan.json"] == str(out / "plan.json")
     assert (out / "recipe.resolved.yaml").read_text().startswith("name: selftest")
     assert (out / "launch.sh").stat().st_mode & 0o111
     assert not list(out.glob(".*")), "temporary files left behind"
@@ -110,6 +111,20 @@ def test_schema_is_json_schema() -> None:
     doc = json.loads(proc.stdout)
     assert doc["title"] == "gputrain recipe"
     assert "train" in doc["properties"] and doc["additionalProperties"] is False
+    algorithm = {ref["$ref"].rsplit("/", 1)[-1] for ref in doc["properties"]["algorithm"]["anyOf"]}
+    assert algorithm == {"SelftestAlgorithm", "GNNColoringAlgorithm", "DiffusionAlgorithm", "GRPOAlgorithm"}
+
+
+def test_schema_plan_is_the_plan_json_schema(tmp_path: Path) -> None:
+    proc = gputrain("schema", "--plan")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["title"].startswith("gputrain plan (schema version")
+    assert {"schema_version", "recipe", "gpu", "world_size", "estimate"} <= set(doc["properties"])
+    jsonschema = pytest.importorskip("jsonschema")
+    out = tmp_path / "build"
+    assert gputrain("plan", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--out", str(out)).returncode == 0
+    jsonschema.validate(json.loads((out / "plan.json").read_text()), doc)  # plan.json is what the schema says
 
 
 def test_recipes_lists_the_bundled_ones() -> None:

@@ -60,16 +60,16 @@ def test_algorithm_settings_are_strict() -> None:
 
 
 def test_bad_settings_become_one_line_errors() -> None:
+    from gputrain.recipe.schema import ModelSpec
     from gputrain.train.bd3lm import bd3lm_task
-    from gputrain.train.diffusion.trainer import parse_algorithm
     from gputrain.train.hdp import hdp_task
 
-    with pytest.raises(GputrainError, match=r"^algorithm\.blok_size: Extra inputs are not permitted$"):
-        parse_algorithm({"blok_size": 4})
     with pytest.raises(GputrainError, match="model.seq_len 30 is not a multiple of algorithm.block_size 4"):
-        bd3lm_task(DiffusionAlgorithm(block_size=4), {"model": {"seq_len": 30}})
+        bd3lm_task(DiffusionAlgorithm(block_size=4), ModelSpec(name="dit", seq_len=30))
+    with pytest.raises(GputrainError, match="model.seq_len is not set"):
+        bd3lm_task(DiffusionAlgorithm(block_size=4), ModelSpec(name="dit"))
     with pytest.raises(GputrainError, match="differs from question_len"):
-        hdp_task(DiffusionAlgorithm(), {"model": {"seq_len": 100}})
+        hdp_task(DiffusionAlgorithm(), ModelSpec(name="dit", seq_len=100))
 
 
 @pytest.mark.parametrize(("name", "content"), [("bad.parquet", b"not parquet"), ("bad.json", b"5"),

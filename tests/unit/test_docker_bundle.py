@@ -127,7 +127,7 @@ def test_docker_command_writes_the_build_folder(tmp_path, monkeypatch):
         assert (out / name).stat().st_mode & stat.S_IXUSR
     assert (out / "gputrain" / "train" / "__init__.py").is_file()
     assert not list(out.rglob("__pycache__")) and not list(out.glob(".*"))
-    assert json.loads((out / "plan.json").read_text())["gpu"] == "B200-192GB"
+    assert json.loads((out / "plan.json").read_text())["gpu"]["name"] == "B200-192GB"
     for path in out.rglob("*"):
         assert not path.is_file() or b"rpa_docker_canary_31337" not in path.read_bytes()
 

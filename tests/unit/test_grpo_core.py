@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.schema import ModelSpec
 
 torch = pytest.importorskip("torch")
 
@@ -64,7 +65,7 @@ def test_tiny_policy_generates_groups_with_masks() -> None:
     tok = train_tiny_tokenizer(["def f(x):\n    return x+1\n"] * 8, vocab_size=30)
     assert len(tok) <= 30 and tok.padding_side == "left"
     assert tok.decode(tok("return x+1\n")["input_ids"]) == "return x+1\n"
-    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 1, "num_heads": 2}, tok)
+    model = build_model(ModelSpec(name="tiny-qwen2", hidden_size=32, num_layers=1, num_heads=2), tok)
     roll = generate(
         model,
         tok,
@@ -84,7 +85,7 @@ def _tiny_batch() -> tuple:
     from gputrain.train.grpo.policy import build_model, train_tiny_tokenizer
 
     tok = train_tiny_tokenizer(["def f(x):\n    return x+1\n"] * 8, vocab_size=30)
-    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=5)
+    model = build_model(ModelSpec(name="tiny-qwen2", hidden_size=32, num_layers=2, num_heads=2), tok, seed=5)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(2, len(tok), (4, 9), generator=g)
     attn = torch.ones_like(ids)

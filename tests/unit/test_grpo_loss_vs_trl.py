@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 
+from gputrain.recipe.schema import ModelSpec  # noqa: E402
 from gputrain.train.grpo.loss import completion_logprobs, grpo_loss  # noqa: E402
 from gputrain.train.grpo.policy import build_model, train_tiny_tokenizer  # noqa: E402
 
@@ -28,7 +29,7 @@ MAX_COMPLETION = 6
 @pytest.fixture(scope="module")
 def tiny() -> tuple[object, object]:
     tok = train_tiny_tokenizer(CORPUS, vocab_size=300)
-    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=3)
+    model = build_model(ModelSpec(name="tiny-qwen2", hidden_size=32, num_layers=2, num_heads=2), tok, seed=3)
     return model, tok
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.schema import ModelSpec
 
 torch = pytest.importorskip("torch")
 
@@ -48,7 +49,7 @@ def _tiny(seed: int = 3) -> tuple:
     from gputrain.train.grpo.policy import build_model, train_tiny_tokenizer
 
     tok = train_tiny_tokenizer(["def f(x):\n    return x+1\n", "assert f(2) == 3\n"] * 8, vocab_size=24)
-    model = build_model({"name": "tiny-qwen2", "hidden_size": 32, "num_layers": 2, "num_heads": 2}, tok, seed=seed)
+    model = build_model(ModelSpec(name="tiny-qwen2", hidden_size=32, num_layers=2, num_heads=2), tok, seed=seed)
     return model, tok
 
 

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from gputrain.cli.logs import register
 from gputrain.errors import LogError
+from gputrain.planner import make_plan
+from tests.conftest import RECIPES
 
 DATA = Path(__file__).parent / "data" / "logs"
 
@@ -34,8 +36,7 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
 def job_dir(tmp_path: Path, log: str = "oom_torchrun.log") -> Path:
     job = tmp_path / "selftest_job_7_20261121_100000"
     job.mkdir()
-    (job / "plan.json").write_text(json.dumps({"recipe": "selftest", "gpu": "cpu", "gpus_per_node": 2,
-                                               "nodes": 1, "estimate": {"gpu_hourly_usd": 0.0}}))
+    (job / "plan.json").write_text(make_plan(RECIPES / "selftest.yaml", gpu="cpu", gpus_per_node=2).to_json())
     shutil.copy(DATA / log, job / "training_output.log")
     return job
 
@@ -115,3 +116,64 @@ def test_bad_input_is_a_one_line_log_error(app: typer.Typer, args: list[str], me
     result = CliRunner().invoke(app, args)
     assert isinstance(result.exception, LogError)
     assert message in str(result.exception) and "\n" not in str(result.exception)
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
+
+
+def test_pending_job_says_pending_and_why(app: typer.Typer, tmp_path: Path) -> None:
+    from gputrain.registry.store import JobRecord, JobRegistry
+
+    JobRegistry().add(JobRecord(job_id="local-77", backend="local", name="gnn", state="PENDING",
+                                extra={"reason": "Resources"}))
+    for args in (["logs", "local-77"], ["logs", "local-77", "-f"], ["logs", "local-77", "--summary"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert result.output == "job local-77 is PENDING (Resources): no output yet\n"
+
+
+def test_job_without_output_yet_says_so(app: typer.Typer, tmp_path: Path) -> None:
+    from gputrain.registry.store import JobRecord, JobRegistry
+
+    job = tmp_path / "gnn_job_8"
+    job.mkdir()
+    (job / "training_output.log").write_text("")  # the job started; nothing printed yet
+    JobRegistry().add(JobRecord(job_id="local-8", backend="local", name="gnn", state="RUNNING", job_dir=str(job)))
+    result = CliRunner().invoke(app, ["logs", "local-8"])
+    assert result.exit_code == 0 and result.output == "local-8: no output yet (RUNNING)\n"
+
+
+def test_rank_beyond_world_size_is_a_one_line_error_exit_2(tmp_path: Path) -> None:
+    job = tmp_path / "crash_job_3"
+    job.mkdir()
+    shutil.copy(FIXTURES / "torchrun_crash.log", job / "training_output.log")
+    (job / "plan.json").write_text(json.dumps({"recipe": "crash", "world_size": 2}))
+    env = {**__import__("os").environ, "GPUTRAIN_HOME": str(tmp_path / "home")}
+    cmd = [sys.executable, "-m", "gputrain.cli.main", "logs", str(job), "--rank", "5"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == "error: --rank 5: job has 2 rank(s), 0-1\n"
+    ok = subprocess.run([*cmd[:-1], "1", "--grep", "RuntimeError"], capture_output=True, text=True,
+                        timeout=120, env=env)
+    # rank 1's lines, by the launcher's [default1]: prefix (torch's own [rank1]: tag is inside it)
+    assert ok.returncode == 0 and ok.stdout.splitlines() == [
+        "[default1]:[rank1]:     raise RuntimeError(f\"simulated failure: loss became NaN at step {step}\")",
+        "[default1]:[rank1]: RuntimeError: simulated failure: loss became NaN at step 25",
+    ]
+
+
+def test_follow_prints_the_final_summary_once(app: typer.Typer, tmp_path: Path) -> None:
+    """The job script prints its final summary into the log being followed: -f must not print it again."""
+    job = job_dir(tmp_path, log="time_limit.log")
+    summary = CliRunner().invoke(app, ["logs", str(job), "--summary", "--final", "--exit-code", "143"]).output
+    with (job / "training_output.log").open("a") as fh:
+        fh.write(summary)  # what the job script's `gputrain logs --summary --final` adds to its output
+    followed = CliRunner().invoke(app, ["logs", str(job), "-f", "-n", "100"])
+    assert followed.exit_code == 0, followed.output
+    headline = summary.splitlines()[0]
+    assert followed.output.count(headline) == 1
+    (tmp_path / "other").mkdir()
+    fresh = job_dir(tmp_path / "other", log="time_limit.log")
+    CliRunner().invoke(app, ["logs", str(fresh), "--summary", "--final", "--exit-code", "143"])
+    again = CliRunner().invoke(app, ["logs", str(fresh), "-f", "-n", "5"])  # summary not in the log: printed
+    assert again.output.count(headline.split("  ")[0] + "  TIMEOUT") == 1

@@ -62,7 +62,7 @@ def test_follow_survives_partial_lines_truncation_and_rotation(tmp_path: Path) -
         "after truncate",
         "last of rotated",
         "new file",
-        "\ufffd\ufffd binary \x00",
+        "\ufffd\ufffd binary \\x00",
         "no newline at the end",
     ]
     assert count == len(out)

@@ -95,17 +95,19 @@ def test_unreadable_state_file_is_ignored(tmp_path: Path) -> None:
     assert summarize(tmp_path)["steps"]["done"] == 4
 
 
-def test_worker_traceback_wins_over_torchrun_echo() -> None:
-    from gputrain.logs.scan import prefer_traceback
+def test_worker_traceback_wins_over_torchrun_echo_and_later_consequences() -> None:
+    from gputrain.logs.causes import root_cause
 
-    worker = 'Traceback (most recent call last):\n  File "x.py", line 1\nRuntimeError: boom'
-    launcher = ("Traceback (most recent call last):\n  File \"run.py\"\n"
-                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: x.py FAILED")
-    assert prefer_traceback(worker, launcher) == worker
-    assert prefer_traceback(launcher, worker) == worker
-    assert prefer_traceback(None, launcher) == launcher
-    later = worker.replace("boom", "second")
-    assert prefer_traceback(worker, later) == later
+    worker = {"rank": 1, "text": 'Traceback (most recent call last):\n  File "x.py", line 1\nRuntimeError: boom'}
+    echo = {"rank": 0, "text": "Traceback (most recent call last):\nRuntimeError: [gloo/pair.cc:553] Connection "
+                               "closed by peer [127.0.0.1]:34986"}
+    launcher = {"rank": None, "text": "Traceback (most recent call last):\n  File \"run.py\"\n"
+                                      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: x.py FAILED"}
+    for order in ([worker, echo, launcher], [echo, worker, launcher], [launcher, worker]):
+        cause = root_cause(events={}, tracebacks=order, tail="", exit_code=1)
+        assert cause is not None and (cause["exception"], cause["rank"]) == ("RuntimeError", 1)
+    only_launcher = root_cause(events={}, tracebacks=[launcher], tail="", exit_code=1)
+    assert only_launcher is not None and only_launcher["kind"] == "exit_code"
 
 
 def test_resumed_run_replaying_steps_keeps_one_monotonic_curve() -> None:

@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 
 from gputrain.errors import LogError
+from gputrain.hardware.catalog import get_gpu
 from gputrain.logs import scan as scan_mod
 from gputrain.logs.schema import MetricsWriter, format_step_line
 from gputrain.logs.summarize import STATE_FILE, summarize
+from gputrain.planner import make_plan
+from tests.conftest import RECIPES
 
 DATA = Path(__file__).parent / "data" / "logs"
+H100_USD = get_gpu("H100").price_usd_hour
 T0 = 1_763_700_000.0
 
 
@@ -21,9 +25,9 @@ def make_job(tmp_path: Path, log: str = "oom_torchrun.log", steps: int = 20) -> 
     job = tmp_path / "gnn_coloring_job_42_20261121_100000"
     (job / "checkpoints" / "step_000010").mkdir(parents=True)
     (job / "checkpoints" / "step_000020").mkdir()
-    plan = {"recipe": "gnn_coloring", "gpu": "H100-80GB", "gpus_per_node": 4, "nodes": 2, "world_size": 8,
-            "estimate": {"total_steps": 100, "gpu_hourly_usd": 2.5}, "config": {"train": {"max_steps": 100}}}
-    (job / "plan.json").write_text(json.dumps(plan))
+    plan = make_plan(RECIPES / "gnn_coloring.yaml", gpu="H100", gpus_per_node=4, nodes=2,
+                     overrides=["train.max_steps=100"])
+    (job / "plan.json").write_text(plan.to_json())
     with MetricsWriter(job / "metrics.jsonl") as writer:
         for step in range(steps):
             writer.log(step, time=T0 + 36 * step, loss=4.0 / (step + 1), tokens_per_s=1000.0 + step,
@@ -37,14 +41,14 @@ def test_failed_job_summary_has_cause_progress_cost_and_files(tmp_path: Path) ->
     end = T0 + 3600.0
     s = summarize(job, final=True, exit_code=1, now=end)
     assert (s["state"], s["exit_code"], s["cause"]) == ("FAILED", 1, "cuda_oom")
-    assert s["failure"].startswith("CUDA out of memory: torch.OutOfMemoryError")
+    assert s["failure"].startswith("CUDA out of memory: tried to allocate 2.00 GiB on GPU 1 (79.10 GiB total")
     assert s["traceback"].splitlines()[-1].startswith("torch.OutOfMemoryError")
     assert s["steps"] == {"done": 19, "planned": 100}
     assert s["steps_per_hour"] == pytest.approx(19 / (19 * 36) * 3600)
     assert s["eta_s"] is None  # ended: no ETA
     assert s["duration_s"] == pytest.approx(3600.0)
     assert s["cost"]["gpu_hours"] == pytest.approx(8.0)
-    assert s["cost"]["usd"] == pytest.approx(20.0)
+    assert s["cost"]["usd"] == pytest.approx(8.0 * H100_USD)
     assert s["peak_gpu_mem_gib"] == 39.0
     assert s["throughput"]["tokens_per_s"] == pytest.approx(1009.5)
     loss = s["metrics"]["loss"]
@@ -55,7 +59,8 @@ def test_failed_job_summary_has_cause_progress_cost_and_files(tmp_path: Path) ->
     on_disk = json.loads((job / "summary.json").read_text())
     assert on_disk["state"] == "FAILED" and on_disk["final"] is True
     text = (job / "job_summary.txt").read_text()
-    assert "FAILED (exit 1)" in text and "CUDA out of memory" in text and "8.00 GPU-h ≈ $20.00" in text
+    assert "FAILED (exit 1)" in text and "CUDA out of memory" in text
+    assert f"8.00 GPU-h ≈ ${8 * H100_USD:.2f}" in text
     assert "last traceback:" in text
     assert not [p for p in job.iterdir() if p.name.startswith(".") and p.name != STATE_FILE]  # no temp files
     pytest.importorskip("matplotlib")
@@ -79,7 +84,7 @@ def test_running_job_gets_eta_and_keeps_final_state_once_recorded(tmp_path: Path
         ("time_limit.log", 143, "TIMEOUT", "time_limit", "DUE TO TIME LIMIT"),
         ("preempted.log", 143, "PREEMPTED", "preempted", "DUE TO PREEMPTION"),
         ("keyerror.log", 1, "FAILED", "exception", "KeyError: 'input_idz'"),
-        ("killed.log", 137, "FAILED", "signal", "SIGKILL"),
+        ("killed.log", 137, "FAILED", "host_oom", "OOM killer (SIGKILL, exit 137)"),
     ],
 )
 def test_failure_causes_of_plain_log_files(log: str, code: int, state: str, cause: str, needle: str) -> None:
@@ -99,7 +104,8 @@ def test_preempted_file_and_requeue_exit_code(tmp_path: Path) -> None:
 def test_other_tools_logs_give_metrics_without_metrics_jsonl() -> None:
     s = summarize(DATA / "verl.log", write=False)
     assert s["steps"]["done"] == 3
-    assert s["metrics"]["actor/pg_loss"]["best"] == 0.2
+    assert s["metrics"]["actor/pg_loss"]["best"] is None  # an RL policy loss has no "best"
+    assert s["metrics"]["actor/pg_loss"]["min"] == 0.2
     assert s["metrics"]["critic/score/mean"]["best"] == 0.375  # higher is better for scores
     hf = summarize(DATA / "hf_trainer.log", write=False)
     assert hf["steps"] == {"done": 30, "planned": 30}
@@ -162,3 +168,47 @@ def test_rich_output_shows_log_text_with_brackets_verbatim(tmp_path: Path, capsy
     summary = summarize(log, final=False, exit_code=None, state="FAILED", write=False)
     print_rich(summary)  # a closing tag in the failure line once raised rich.errors.MarkupError
     assert "[/cfg] in [x]" in capsys.readouterr().out
+
+
+def test_format_first_seen_after_chatter_is_found_by_its_probed_needle(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """nanoGPT lines have neither '{' nor '|': their needle is switched on when a chunk's probe sees one."""
+    monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(scan_mod, "PROBE_BYTES", 16 << 10)
+    log = tmp_path / "nanogpt.log"
+    chatter = "".join(f"n1:4242:4300 [0] NCCL INFO Channel {i % 24:02d}/24 : 0[0] -> 1[1] via P2P\n"
+                      for i in range(3000))
+    body = "".join(f"iter {i}: loss {3 - i / 1000:.4f}, time 120.00ms, mfu 30.00%\n" for i in range(1, 1001))
+    log.write_text(chatter + body)
+    s = summarize(log, write=False)
+    assert s["metrics"]["loss"]["count"] == 1000 and s["metrics"]["loss"]["last"] == 2.0
+    assert s["steps"]["done"] == 1000
+
+
+def test_large_dense_log_is_sampled_with_exact_last_values(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(scan_mod, "DENSITY_WINDOW", 16 << 10)
+    monkeypatch.setattr(scan_mod, "EXACT_FILE_BYTES", 512 << 10)
+    monkeypatch.setattr(scan_mod, "SAMPLE_LINES", 64)
+    log = tmp_path / "dense.log"
+    lines = [f"step {i}/20000 | loss {5 - i / 10000:.4f} | lr 3.000e-04" for i in range(1, 20001)]
+    log.write_text("\n".join(lines) + "\n")
+    s = summarize(log, write=False)
+    assert s["sampled"]["bytes_skipped"] > 500_000
+    loss = s["metrics"]["loss"]
+    assert (loss["last"], loss["last_step"], s["steps"]["done"]) == (3.0, 20000, 20000)
+    assert loss["first"] == 4.9999 and loss["best"] <= 3.0005  # the minimum is at the end: within the kept lines
+    assert loss["count"] < 5000  # sampled, not every line
+    assert "sampled (" in __import__("gputrain.logs.report", fromlist=["render_text"]).render_text(s)
+
+
+def test_a_plan_json_it_cannot_read_gives_a_summary_without_plan_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = make_job(tmp_path)
+    (job / "plan.json").write_text(json.dumps({"recipe": "x", "gpu": "cpu"}))  # another tool's plan.json
+    s = summarize(job, final=True, exit_code=1, now=T0 + 3600.0)
+    assert (s["state"], s["cause"]) == ("FAILED", "cuda_oom")
+    assert s["hardware"] is None and s["cost"]["usd"] is None and s["name"] == job.name
+    assert "not a gputrain plan (no schema_version) (summary without plan information)" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputrain.errors import RecipeError
+from gputrain.recipe.schema import DataSpec
 from gputrain.train.math_rl.arithmetic import generate_problems
 from gputrain.train.math_rl.data import load_math_rows, read_records, to_row
 from gputrain.train.math_rl.rewards import MathScorer
@@ -47,7 +48,7 @@ def test_local_files_in_every_format(tmp_path: Path, fmt: str) -> None:
         import pyarrow.parquet as pq
 
         pq.write_table(pa.Table.from_pylist(MATH), path)
-    train, held = load_math_rows({"source": str(path), "val_size": 4}, seed=0, eval_size=64)
+    train, held = load_math_rows(DataSpec(source=str(path), val_size=4), seed=0, eval_size=64)
     assert len(train) == 16 and len(held) == 4
     assert {r["problem"] for r in train}.isdisjoint(r["problem"] for r in held)
     assert all(r["answer"] == r["problem"][1:] for r in train + held)  # P7 -> "7"
@@ -73,7 +74,7 @@ def test_generated_problems_are_seeded_gsm8k_format_and_their_answers_are_right(
 
 
 def test_generated_source_gives_train_and_eval_rows() -> None:
-    train, held = load_math_rows({"source": "generated", "train_size": 40}, seed=0, eval_size=8)
+    train, held = load_math_rows(DataSpec(source="generated", train_size=40), seed=0, eval_size=8)
     assert (len(train), len(held)) == (40, 8)
     assert all(r["dataset"] == "arithmetic" and r["answer"].lstrip("-").isdigit() for r in train)
 
@@ -88,6 +89,6 @@ def test_bad_sources_are_one_line_recipe_errors(tmp_path: Path) -> None:
     cols = tmp_path / "cols.jsonl"
     cols.write_text(json.dumps({"text": "x"}) + "\n")
     with pytest.raises(RecipeError, match="unrecognised columns"):
-        load_math_rows({"source": str(cols)}, seed=0, eval_size=1)
+        load_math_rows(DataSpec(source=str(cols)), seed=0, eval_size=1)
     with pytest.raises(RecipeError, match="no train"):
         read_records(str(tmp_path / ".."), split="train")

@@ -8,32 +8,23 @@ from typing import Any
 import pytest
 
 from gputrain.errors import RecipeError
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.schema import DataSpec, ModelSpec
 from gputrain.train.math_rl.task import build_math_task
 
 
-class Ctx:
-    """The few RunContext members the builder reads (a full context needs a process group)."""
-
-    def __init__(self, job_dir: Path, algorithm: dict[str, Any]) -> None:
-        self.job_dir, self.seed = job_dir, 0
-        self.config = {
-            "model": {"name": "tiny-qwen2", "vocab_size": 300},
-            "data": {"source": "generated", "train_size": 64},
-            "algorithm": algorithm,
-        }
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        node: Any = self.config
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
+def build(job_dir: Path, name: str, default_rewards: list[str], algorithm: dict[str, Any]) -> Any:
+    """The math task of a recipe with the tiny policy and 64 generated problems."""
+    return build_math_task(
+        name, default_rewards, data=DataSpec(source="generated", train_size=64),
+        model=ModelSpec(name="tiny-qwen2", vocab_size=300), algo=GRPOAlgorithm.model_validate(algorithm),
+        seed=0, job_dir=job_dir,
+    )
 
 
 def test_reference_solutions_earn_every_reward_and_length_counts_policy_tokens(tmp_path: Path) -> None:
     algo = {"rewards": ["correctness", "format", "integer", "length"], "length_budget": 3, "eval_samples": 4}
-    task = build_math_task(Ctx(tmp_path, algo), "gdpo", ["correctness"])
+    task = build(tmp_path, "gdpo", ["correctness"], algo)
     assert (len(task.train_rows), len(task.eval_rows)) == (64, 4)
     assert task.reward_names == ["correctness", "format", "integer", "length"]
     assert any("####" in text for text in task.corpus)
@@ -46,7 +37,7 @@ def test_reference_solutions_earn_every_reward_and_length_counts_policy_tokens(t
 
 
 def test_entry_default_rewards_apply_when_the_recipe_lists_none(tmp_path: Path) -> None:
-    task = build_math_task(Ctx(tmp_path, {"eval_samples": 2}), "grpo_math", ["correctness", "format"])
+    task = build(tmp_path, "grpo_math", ["correctness", "format"], {"eval_samples": 2})
     assert task.reward_names == ["correctness", "format"]
     assert task.evaluate is not None
     metrics = task.evaluate(["#### 1"], [task.eval_rows[0]])
@@ -56,4 +47,4 @@ def test_entry_default_rewards_apply_when_the_recipe_lists_none(tmp_path: Path) 
 
 def test_length_reward_without_budget_is_a_recipe_error(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="length_budget"):
-        build_math_task(Ctx(tmp_path, {"rewards": ["length"]}), "gdpo", ["length"])
+        build(tmp_path, "gdpo", ["length"], {"rewards": ["length"]})

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
 from gputrain.errors import HardwareError, PlanError
-from gputrain.planner import make_plan
+from gputrain.planner import make_plan, resolve
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from tests.conftest import DATA, RECIPES
 
 BASE = DATA / "recipes" / "base.yaml"
@@ -41,7 +44,7 @@ def test_set_beats_profile_and_is_recorded() -> None:
 def test_precision_rule(gpu: str, precision: str) -> None:
     plan = make_plan(BASE, gpu=gpu, gpus_per_node=1)
     assert plan.precision == precision
-    assert plan.to_dict()["config"]["train"]["precision"] == precision
+    assert plan.recipe.train.precision == precision
 
 
 def test_bf16_demanded_on_v100_is_an_error() -> None:
@@ -80,10 +83,10 @@ def test_bd3lm_h200_presets_and_sqrt_rule_with_source_table() -> None:
 def test_gdpo_b200_table_by_model_size(size: str, batch: int, mini: int, util: float) -> None:
     plan = make_plan(RECIPES / "gdpo_deepscaler.yaml", gpu="B200", gpus_per_node=4,
                      overrides=[f"model.size={size}"], check_memory=False)
-    config = plan.to_dict()["config"]
-    assert config["algorithm"]["train_batch_size"] == batch
-    assert config["algorithm"]["ppo_mini_batch_size"] == mini
-    assert config["memory"]["vllm_gpu_memory_utilization"] == util
+    algo = plan.recipe.algorithm
+    assert isinstance(algo, GRPOAlgorithm)
+    assert (algo.train_batch_size, algo.ppo_mini_batch_size) == (batch, mini)
+    assert plan.recipe.memory.vllm_gpu_memory_utilization == util
 
 
 
@@ -91,8 +94,8 @@ def test_gdpo_b200_table_by_model_size(size: str, batch: int, mini: int, util: f
 def test_gdpo_elsewhere_uses_the_default_vllm_share(gpu: str) -> None:
     plan = make_plan(RECIPES / "gdpo_deepscaler.yaml", gpu=gpu, gpus_per_node=4, check_memory=False)
     assert plan.profile != "B200-192GB"
-    assert plan.to_dict()["config"]["memory"]["vllm_gpu_memory_utilization"] == 0.65
-    assert plan.to_dict()["config"]["algorithm"]["train_batch_size"] != 1024
+    assert plan.recipe.memory.vllm_gpu_memory_utilization == 0.65
+    assert isinstance(plan.recipe.algorithm, GRPOAlgorithm) and plan.recipe.algorithm.train_batch_size != 1024
 
 
 def test_supercloud_cluster_gives_v100_fp16_two_gpus() -> None:
@@ -123,7 +126,9 @@ def test_estimates_are_consistent() -> None:
 
 
 def test_unknown_gpu_lists_known_names() -> None:
-    with pytest.raises(HardwareError, match="unknown GPU type 'X100'; known: cpu, V100-16GB"):
+    with pytest.raises(HardwareError, match="unknown GPU type 'Q1'; known: cpu, V100-16GB"):
+        make_plan(BASE, gpu="Q1")
+    with pytest.raises(HardwareError, match="unknown GPU type 'X100'; did you mean V100-32GB"):
         make_plan(BASE, gpu="X100")
 
 
@@ -134,12 +139,19 @@ def test_profile_for_unknown_gpu_is_an_error() -> None:
         make_plan(DATA / "recipes" / "unknown_profile.yaml", gpu="cpu")
 
 
-def test_plan_dict_contract() -> None:
-    data = make_plan(BASE, gpu="H100", gpus_per_node=2, nodes=2).to_dict()
-    for key in ("recipe", "gpu", "gpus_per_node", "nodes", "precision", "attention", "global_batch_size",
-                "learning_rate", "estimate", "warnings", "config", "artifacts"):
+def test_plan_json_contract() -> None:
+    data = json.loads(make_plan(BASE, gpu="H100", gpus_per_node=2, nodes=2).to_json())
+    for key in ("schema_version", "recipe", "module", "gpu", "gpus_per_node", "nodes", "world_size", "precision",
+                "attention", "global_batch_size", "learning_rate", "estimate", "warnings", "artifacts"):
         assert key in data
     for key in ("memory_gib_per_gpu", "step_seconds", "total_hours", "cost_usd"):
         assert key in data["estimate"]
-    assert data["config"]["resources"] == {**data["config"]["resources"], "gpus": 2, "nodes": 2}
-    assert "profiles" not in data["config"]
+    assert data["gpu"]["name"] == "H100-80GB" and data["world_size"] == 4
+    assert data["recipe"]["resources"] == {**data["recipe"]["resources"], "gpus": 2, "nodes": 2}
+    assert data["recipe"]["profiles"] == {}
+
+
+def test_planning_never_writes_into_validated_models() -> None:
+    """The planner derives new models (model_copy) instead of poking ``__dict__``: no validator is skipped."""
+    source = Path(resolve.__file__).read_text()
+    assert "__dict__" not in source

@@ -63,7 +63,6 @@ def test_hostile_values_never_run(tmp_path: Path) -> None:
     assert not PWNED.exists(), "a recipe value ran a shell command"
     seen = json.loads((job / "seen.json").read_text())
     assert seen["env"]["EVIL"] == plan.recipe.env["EVIL"]
-    assert seen["env"]["NEWLINE"] == "a\ntouch /tmp/gputrain-pwned"
     assert "warning: secret WANDB_API_KEY is not set" in proc.stderr
     assert seen["argv"][-4:] == ["--plan", f"{job}/plan.json", "--job-dir", str(job)]
 
@@ -75,7 +74,7 @@ def test_secret_values_never_reach_rendered_files(monkeypatch: pytest.MonkeyPatc
     for text in render_artifacts(plan).values():
         assert canary not in text
         assert "WANDB_API_KEY" in text  # referenced by name only
-    assert canary not in json.dumps(plan.to_dict())
+    assert canary not in plan.to_json()
 
 
 def test_multi_node_launcher_uses_c10d(tmp_path: Path) -> None:
@@ -96,7 +95,7 @@ def test_supercloud_sbatch_renders_fp16_volta_job(tmp_path: Path) -> None:
     script.write_text(text)
     subprocess.run(["bash", "-n", str(script)], check=True)
     _shellcheck(script)
-    assert plan.to_dict()["config"]["train"]["precision"] == "fp16"
+    assert plan.recipe.train.precision == "fp16"
 
 
 def test_set_up_lines_cannot_smuggle_extra_lines() -> None:

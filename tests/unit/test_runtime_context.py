@@ -12,10 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gputrain.errors import GputrainError  # noqa: E402
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm  # noqa: E402
+from gputrain.recipe.algorithms.selftest import SelftestAlgorithm  # noqa: E402
 from gputrain.train.runtime import REQUEUE_EXIT_CODE, setup_run  # noqa: E402
 from gputrain.train.runtime.metrics import redact  # noqa: E402
 from gputrain.train.runtime.precision import make_precision  # noqa: E402
 from gputrain.train.runtime.signals import PreemptionFlag  # noqa: E402
+from tests.support.plans import toy_recipe, write_plan  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -24,28 +27,32 @@ def _single_process(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def _plan(tmp: Path, config: dict) -> Path:
-    path = tmp / "plan.json"
-    path.write_text(json.dumps({"config": config}))
-    return path
+def _plan(tmp: Path, **train: object) -> Path:
+    return write_plan(tmp, toy_recipe(**train), gpus=1)
 
 
 def test_missing_or_foreign_plan_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(GputrainError, match="plan file not found"):
         setup_run(["--plan", str(tmp_path / "nope.json")])
     (tmp_path / "x.json").write_text("[1, 2]")
-    with pytest.raises(GputrainError, match="no 'config' object"):
+    with pytest.raises(GputrainError, match="not a gputrain plan"):
         setup_run(["--plan", str(tmp_path / "x.json")])
+    (tmp_path / "old.json").write_text(json.dumps({"config": {"train": {"batch_size": 4}}}))
+    with pytest.raises(GputrainError, match="schema version 0 .* reads version 1"):
+        setup_run(["--plan", str(tmp_path / "old.json")])
 
 
-def test_context_reads_config_and_defaults_job_dir_to_plan_folder(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, {"train": {"seed": 3, "precision": "bf16", "batch_size": 4}})
+def test_context_reads_the_typed_plan_and_defaults_job_dir_to_plan_folder(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, seed=3, precision="bf16", batch_size=4)
     ctx = setup_run(["--plan", str(plan), "--extra", "1"])
     try:
         assert (ctx.rank, ctx.world_size, ctx.is_main) == (0, 1, True)
         assert ctx.job_dir == tmp_path
-        assert ctx.get("train.batch_size") == 4
-        assert ctx.get("train.nothing.deeper", "d") == "d"
+        assert ctx.recipe.train.batch_size == 4 and ctx.seed == 3
+        assert ctx.algorithm(SelftestAlgorithm).iterations == 5  # the schema's default, filled by the plan
+        with pytest.raises(GputrainError, match="SelftestAlgorithm settings; this training needs GRPOAlgorithm"):
+            ctx.algorithm(GRPOAlgorithm)
+        assert not hasattr(ctx, "get") and not hasattr(ctx, "config")
         assert ctx.args == ["--extra", "1"]
         assert ctx.precision.name == "fp32"  # CPU always trains in fp32
         assert not ctx.scaler.is_enabled()
@@ -60,7 +67,7 @@ def test_context_reads_config_and_defaults_job_dir_to_plan_folder(tmp_path: Path
 
 
 def test_exit_for_requeue_checkpoints_writes_preempted_and_exits_75(tmp_path: Path) -> None:
-    ctx = setup_run(["--plan", str(_plan(tmp_path, {"train": {}})), "--job-dir", str(tmp_path / "job")])
+    ctx = setup_run(["--plan", str(_plan(tmp_path)), "--job-dir", str(tmp_path / "job")])
     model = torch.nn.Linear(2, 1)
     os.kill(os.getpid(), signal.SIGTERM)
     assert ctx.should_stop()
@@ -109,7 +116,7 @@ def test_eval_shards_cover_every_item_exactly_once(world: int) -> None:
 
 
 def test_eval_loader_holds_this_ranks_share_unpadded(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, {"train": {"seed": 0, "batch_size": 4}})
+    plan = _plan(tmp_path, seed=0, batch_size=4)
     ctx = setup_run(["--plan", str(plan)])
     try:
         ctx.rank, ctx.world_size = 1, 2  # rank 1 of 2, as a torchrun launch would set it

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gputrain.backends.local import LocalBackend, end_state
+from gputrain.backends.local import LocalBackend
+from gputrain.contract.plan import load_job_plan
 from gputrain.errors import GputrainError
 from gputrain.registry.store import JobRegistry
 
@@ -31,8 +32,9 @@ def test_prepare_writes_job_folder_and_pending_record(tmp_path: Path) -> None:
         "plan.json",
         "recipe.resolved.yaml",
     ]
-    plan = json.loads((sub.job_dir / "plan.json").read_text())
-    assert plan["target"] == "local" and plan["world_size"] == 2 and plan["module"] == "gputrain.train.gnn_coloring"
+    plan = load_job_plan(sub.job_dir / "plan.json")
+    assert plan.target == "local" and plan.world_size == 2 and plan.module == "gputrain.train.gnn_coloring"
+    assert plan.artifacts["launch.sh"] == "launch.sh"
     assert "-m gputrain.train.gnn_coloring" in (sub.job_dir / "launch.sh").read_text()
     rec = registry.get("local-1")
     assert (rec.state, rec.job_dir, rec.name) == ("PENDING", str(sub.job_dir), sub.job_dir.name)
@@ -53,19 +55,13 @@ def test_cancel_before_the_supervisor_starts_means_it_never_starts(tmp_path: Pat
     sub = backend.prepare(_plan(), logs_dir=tmp_path / "logs")
     marker = tmp_path / "started"
     (sub.job_dir / "launch.sh").write_text(f"#!/usr/bin/env bash\ntouch {marker}\n")
-    backend.cancel(sub.job_id)  # no pid yet: the detached supervisor has not launched anything
+    assert backend.cancel(sub.job_id) == "CANCELLED"  # no pid yet: nothing has been launched
     assert registry.get(sub.job_id).state == "CANCELLED"
+    assert (sub.job_dir / "CANCELLED").is_file()
     assert backend.run(sub) != 0
     assert not marker.exists(), "a cancelled job was started anyway"
     assert registry.get(sub.job_id).state == "CANCELLED"
-
-
-def test_end_state_prefers_cancel_then_preempted(tmp_path: Path) -> None:
-    assert end_state(0, tmp_path, cancelled=False) == "COMPLETED"
-    assert end_state(1, tmp_path, cancelled=False) == "FAILED"
-    (tmp_path / "PREEMPTED").write_text("{}")
-    assert end_state(1, tmp_path, cancelled=False) == "PREEMPTED"
-    assert end_state(1, tmp_path, cancelled=True) == "CANCELLED"
+    assert backend.cancel(sub.job_id) == "CANCELLED"  # a second cancel changes nothing
 
 
 def test_tensorboard_and_wandb_offline_log_without_secret_values(
@@ -80,12 +76,16 @@ def test_tensorboard_and_wandb_offline_log_without_secret_values(
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    config = {
+    from gputrain.recipe.schema import Recipe
+    from tests.support.plans import toy_recipe
+
+    recipe = Recipe.model_validate({
+        **toy_recipe(),
         "secrets": ["MY_TOKEN"],
         "env": {"LEAK": f"prefix {secret}"},
         "tracking": {"tensorboard": True, "wandb": pytest.importorskip("wandb") is not None, "project": "t"},
-    }
-    metrics = Metrics(tmp_path, config, enabled=True)
+    })
+    metrics = Metrics(tmp_path, recipe, enabled=True)
     metrics.log(1, loss=1.5)
     metrics.log(2, loss=0.5)
     metrics.close()

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from gputrain.train.sandbox.config import NEVER_COVER, blocked_ancestor, default_hidden_paths, minimal_env, mount_plan
-from gputrain.train.sandbox.runner import decode, encode
+from gputrain.train.sandbox.codec import decode, encode
+from gputrain.train.sandbox.config import blocked_ancestor, interpreter_root, minimal_env, read_only_paths
 
 
 def no_opaque(value: object) -> object:
@@ -67,22 +67,15 @@ def test_minimal_env_carries_nothing_from_the_parent(monkeypatch: pytest.MonkeyP
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED"}
 
 
-def test_hidden_paths_never_include_system_folders() -> None:
-    hidden = default_hidden_paths()
-    assert not set(hidden) & NEVER_COVER
-    assert "/tmp" in hidden
-    assert os.path.expanduser("~") in hidden or os.path.expanduser("~") in NEVER_COVER
-
-
-def test_mount_plan_reexposes_the_interpreter() -> None:
-    root = os.path.realpath(sys.base_prefix)
-    ancestor = os.path.dirname(root)
-    plan = mount_plan((ancestor, "/", "/usr", "/tmp"))
-    assert ancestor in plan["cover"]
-    assert plan["keep"] == [root]
-    assert "/" not in plan["cover"] + plan["hide"]
-    assert "/usr" not in plan["cover"] + plan["hide"]
-    assert "/tmp" in plan["hide"]
+def test_read_only_allowlist_is_system_folders_and_the_interpreter_only() -> None:
+    paths = read_only_paths()
+    root = interpreter_root()
+    assert any(root == p or root.startswith(p.rstrip("/") + "/") for p in paths)
+    home = os.path.expanduser("~")
+    for private in ("/", "/tmp", "/home", "/root", "/work", "/etc", home, os.getcwd()):
+        assert private not in paths
+    assert all(p.startswith(("/usr", "/bin", "/sbin", "/lib", "/etc/ld.so.cache", "/etc/localtime", root,
+                             os.path.dirname(os.path.realpath(sys.executable)))) for p in paths)
 
 
 def test_blocked_ancestor_finds_private_home(tmp_path: object) -> None:

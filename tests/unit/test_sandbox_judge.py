@@ -78,7 +78,7 @@ def test_weakest_isolation_still_judges_correctly() -> None:
     from gputrain.train.sandbox import Isolation, run_tests
 
     result = run_tests("def f(x):\n    return x + 1\n", ["assert f(1) == 2", "assert f(1) == 3"],
-                       limits=LIMITS, isolation=Isolation("rlimits", None, None, ()))
+                       limits=LIMITS, isolation=Isolation("rlimits", ("rlimits",)))
     assert result.isolation == "rlimits"
     assert [o.status for o in result.outcomes] == ["passed", "failed"]
 
@@ -113,9 +113,66 @@ def test_a_program_dying_before_it_reads_its_settings_is_a_crash_not_an_exceptio
     def broken_pipe(self: SandboxProcess, msg: dict) -> None:
         raise SandboxDied("control pipe closed")
 
-    monkeypatch.setattr(SandboxProcess, "_send", broken_pipe)
+    monkeypatch.setattr(SandboxProcess, "send", broken_pipe)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     result = run_tests("def f():\n    return 1\n", ["assert f() == 1", "assert f()"],
-                       limits=LIMITS, isolation=Isolation("rlimits", None, None, ()))
+                       limits=LIMITS, isolation=Isolation("rlimits", ("rlimits",)))
     assert [(o.status, o.reason) for o in result.outcomes] == [("crashed", "control pipe closed")] * 2
     assert list(os.listdir(str(tmp_path))) == []  # its working folder went with it
+
+
+def test_a_program_cannot_replace_a_helper_that_setup_code_defines(pool: SandboxPool) -> None:
+    # The judge puts the program's proxies in first; the task's setup code then defines its own helpers.
+    setup = "def expected(x):\n    return x * x\n"
+    cheat = "def expected(x):\n    return 0\ndef square(x):\n    return 0\n"
+    honest = "def square(x):\n    return x * x\n"
+    test = "assert square(3) == expected(3)"
+    assert pool.run(Job(cheat, [test], setup_code=setup)).fraction == 0.0
+    assert pool.run(Job(honest, [test], setup_code=setup)).fraction == 1.0
+
+
+def test_stop_iteration_escaping_the_program_is_a_failure(pool: SandboxPool) -> None:
+    # Raised inside all(map(...)), a StopIteration would end the iteration early and pass the assert.
+    program = "def square(x):\n    raise StopIteration\n"
+    for test in ("assert all(map(lambda x: square(x) == x * x, [1, 2, 3]))",
+                 "assert all(square(x) == x * x for x in [1, 2])", "assert list(map(square, [1])) == [1]"):
+        assert statuses(pool, program, [test])[0][0] == "failed", test
+    expecting = "try:\n    square(1)\nexcept StopIteration:\n    raise AssertionError('must not be catchable')\n" \
+                "except Exception:\n    pass\n"
+    assert statuses(pool, program, [expecting]) == [("passed", "")]
+
+
+def test_dataset_setup_and_test_code_run_inside_the_sandbox(
+    pool: SandboxPool, monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    secret = "canary-" + os.urandom(6).hex()
+    monkeypatch.setenv("HF_TOKEN", secret)
+    marker = os.path.join(str(tmp_path), "written-by-the-dataset")
+    os.chmod(str(tmp_path), 0o777)
+    setup = f"import os\ntry:\n    open({marker!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+    tests = [f"import os\nassert {secret!r} in repr(dict(os.environ))",
+             f"assert os.path.exists({marker!r}) or open({marker!r}, 'w')"]
+    result = pool.run(Job("def f():\n    return 1\n", tests, setup_code=setup))
+    assert [o.status for o in result.outcomes] == ["failed", "failed"]
+    assert not os.path.exists(marker)
+
+
+def test_weak_isolation_is_refused_unless_explicitly_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputrain.errors import SandboxError
+    from gputrain.train.sandbox import choose_isolation
+
+    monkeypatch.setenv("GPUTRAIN_SANDBOX_DISABLE", "namespaces,userns,landlock")
+    monkeypatch.delenv("GPUTRAIN_SANDBOX_ALLOW_WEAK", raising=False)
+    choose_isolation.cache_clear()
+    try:
+        with pytest.raises(SandboxError) as refused:
+            SandboxPool(workers=1, limits=LIMITS)
+        message = str(refused.value)
+        assert "\n" not in message and "GPUTRAIN_SANDBOX_ALLOW_WEAK=1" in message
+        assert "namespaces: disabled" in message and "Landlock disabled" in message
+        monkeypatch.setenv("GPUTRAIN_SANDBOX_ALLOW_WEAK", "1")
+        weak = SandboxPool(workers=1, limits=LIMITS)
+        assert weak.describe()["strong"] is False
+        assert weak.run(Job("def f():\n    return 2\n", ["assert f() == 2"])).fraction == 1.0
+    finally:
+        choose_isolation.cache_clear()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputrain.backends.runpod.pods import Pod
-from gputrain.errors import RunPodError
+from gputrain.errors import RunPodError, RunPodUsageError
 
 if TYPE_CHECKING:
     import httpx
@@ -60,7 +60,7 @@ def load_api_key(env: dict[str, str] | None = None, home: Path | None = None) ->
         key = _key_from_config(config.read_text(encoding="utf-8", errors="replace"))
         if key:
             return key
-    raise RunPodError(
+    raise RunPodUsageError(
         f"{API_KEY_ENV} is not set: export it (or run `runpodctl config` to write ~/.runpod/config.toml); "
         "it is never accepted as a flag"
     )

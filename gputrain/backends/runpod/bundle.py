@@ -7,7 +7,6 @@ temporary name, fsynced and renamed, so an interrupted run never leaves a half-w
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,18 +18,18 @@ from gputrain.atomic import write_atomic
 from gputrain.errors import RenderError
 
 if TYPE_CHECKING:
-    from gputrain.planner import Plan
+    from gputrain.contract.plan import JobPlan
 
 EXECUTABLE = ("build_and_push.sh", "run.sh", "run_multigpu.sh")
 _CUDA_LABEL = re.compile(r'gputrain\.cuda="(\d+\.\d+)"')
 
 
-def render_bundle(plan: Plan) -> dict[str, str]:
+def render_bundle(plan: JobPlan) -> dict[str, str]:
     """``{file name: text}`` for the docker target, plus the plan the pod trains from."""
     from gputrain.render import render_artifacts
 
     files = render_artifacts(plan, target="docker")
-    files["plan.json"] = json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n"
+    files["plan.json"] = plan.to_json()
     return files
 
 
@@ -43,7 +42,7 @@ def image_cuda(dockerfile: str) -> str | None:
 
 
 
-def write_bundle(plan: Plan, out: Path) -> list[Path]:
+def write_bundle(plan: JobPlan, out: Path) -> list[Path]:
     """Render everything first (so a template error writes nothing), then write each file atomically."""
     files = render_bundle(plan)
     written = []

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from gputrain.backends.runpod.api import RunPodClient, RunPodNotFound, load_api_key
 from gputrain.backends.runpod.pods import NAME_PREFIX, Pod, cost_so_far
 from gputrain.backends.runpod.ssh import PodShell, forget_key, state_dir
-from gputrain.errors import RunPodError
+from gputrain.contract.jobstate import ENDED_STATES
+from gputrain.errors import RunPodError, RunPodUsageError
 
 if TYPE_CHECKING:
     from gputrain.registry.store import JobRegistry
 
-FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED")
+FINAL = ENDED_STATES
 
 
 def _client() -> RunPodClient:
@@ -87,12 +88,23 @@ def status_lines(ref: str) -> list[str]:
         lines += [f"pod:      {pod.id} {pod.status} on {pod.gpu_count} x {pod.gpu_id or 'cpu'} "
                   f"({pod.cloud}, {pod.data_center or 'any'})",
                   f"cost:     ${pod.cost_per_hour:.2f}/h, ${spent:.2f} since it started"]
-        key = state_dir(pod.name) / "id_ed25519"
+        if pod.ssh_problem:
+            lines.append(f"ssh:      refused: {pod.ssh_problem}")
         if pod.ssh_direct is not None:
-            ssh = PodShell(pod.ssh_direct, key).command_line() if key.exists() else (
-                f"ssh {pod.ssh_direct.username}@{pod.ssh_direct.host} -p {pod.ssh_direct.port}")
+            key = _key_of(pod.name)
+            ssh = PodShell(pod.ssh_direct, key).command_line() if key is not None and key.exists() else (
+                f"ssh -p {pod.ssh_direct.port} -- {pod.ssh_direct.username}@{pod.ssh_direct.host}")
             lines.append(f"ssh:      {ssh}")
     return lines
+
+
+def _key_of(pod_name: str) -> Path | None:
+    from gputrain.home import UnsafeNameError
+
+    try:
+        return state_dir(pod_name) / "id_ed25519"
+    except UnsafeNameError:
+        return None
 
 
 def _terminate(client: RunPodClient, pods: list[Pod]) -> Iterator[str]:
@@ -131,13 +143,15 @@ def down_all() -> list[str]:
 
 
 def print_logs(ref: str, follow: bool = False, from_api: bool = False, poll_s: float = 1.0) -> None:
+    from gputrain.logs.display import safe_lines, terminal_safe
+
     if from_api:
         with _client() as client:
             _, pods = _resolve(client, ref)
             if not pods:
-                raise RunPodError(f"no live pod for {ref}")
+                raise RunPodUsageError(f"no live pod for {ref} (see `gputrain runpod list`)")
             for line in client.pod_logs(pods[0].id):
-                print(line)
+                print(terminal_safe(line))
         return
     registry = _registry()
     record = registry.get(ref)
@@ -152,7 +166,7 @@ def print_logs(ref: str, follow: bool = False, from_api: bool = False, poll_s: f
                 chunk = fh.read()
                 offset = fh.tell()
             if chunk:
-                print(chunk, end="", flush=True)
+                print(safe_lines(chunk), end="", flush=True)
         elif not follow:
             raise RunPodError(f"{path}: no training log yet")
         if not follow or registry.get(ref).state in FINAL:

@@ -7,21 +7,44 @@ finds the first pod instead of paying for a second one. Pure functions only; no 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from gputrain.errors import RunPodError
+
 LIVE_STATES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR")
 NAME_PREFIX = "gputrain-"
 
 
+_USER_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_RE = re.compile(rf"\A{_LABEL}(?:\.{_LABEL})*\Z")
+
+
 @dataclass(frozen=True)
 class SshEndpoint:
+    """Where a pod's sshd listens. Built from API data, so each part is checked before it can reach an
+    ``ssh``/``scp``/``rsync`` command line: a user name such as ``-oProxyCommand=...`` is an option there."""
+
     host: str
     port: int
     username: str
+
+    def __post_init__(self) -> None:
+        if not _USER_RE.match(self.username):
+            raise RunPodError(f"the API gave the ssh user {self.username[:40]!r}, which is not a user name")
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            if not _HOST_RE.match(self.host) or len(self.host) > 253:
+                raise RunPodError(f"the API gave the ssh host {self.host[:60]!r}, which is not a host name or "
+                                  "address") from None
+        if not 0 < self.port < 65536:
+            raise RunPodError(f"the API gave the ssh port {self.port}, which is not a port")
 
 
 @dataclass(frozen=True)
@@ -37,15 +60,21 @@ class Pod:
     ssh_direct: SshEndpoint | None
     created_at: str | None
     started_at: str | None
+    ssh_problem: str | None = None
+    """Why the API's ssh endpoint was refused (it is then ``None``)."""
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Pod:
         ssh = data.get("ssh") or {}
         direct = ssh.get("direct") if isinstance(ssh, dict) else None
         endpoint = None
+        problem = None
         if isinstance(direct, dict) and direct.get("host") and direct.get("port"):
             user = str(direct.get("username") or "root")
-            endpoint = SshEndpoint(str(direct["host"]), int(direct["port"]), user)
+            try:
+                endpoint = SshEndpoint(str(direct["host"]), int(direct["port"]), user)
+            except (RunPodError, ValueError, TypeError) as exc:
+                problem = str(exc)
         gpu = data.get("gpu") or {}
         return cls(
             id=str(data.get("id", "")),
@@ -59,6 +88,7 @@ class Pod:
             ssh_direct=endpoint,
             created_at=data.get("createdAt"),
             started_at=data.get("startedAt"),
+            ssh_problem=problem,
         )
 
     @property

@@ -23,9 +23,10 @@ from gputrain.errors import RunPodError
 
 
 def state_dir(pod_name: str) -> Path:
-    home = os.environ.get("GPUTRAIN_HOME")
-    base = Path(home).expanduser() if home else Path("~/.local/share/gputrain").expanduser()
-    return base / "runpod" / pod_name
+    """``$GPUTRAIN_HOME/runpod/<pod name>``; a name from the API is checked before it becomes a path."""
+    from gputrain.home import under_home
+
+    return under_home("runpod", pod_name, what="pod name")
 
 
 def ensure_key(pod_name: str) -> tuple[Path, str]:
@@ -47,7 +48,14 @@ def ensure_key(pod_name: str) -> tuple[Path, str]:
 
 
 def forget_key(pod_name: str) -> None:
-    shutil.rmtree(state_dir(pod_name), ignore_errors=True)
+    """Delete the pod's key folder; a name that is not a plain name never had one (nothing to delete)."""
+    from gputrain.home import UnsafeNameError
+
+    try:
+        folder = state_dir(pod_name)
+    except UnsafeNameError:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 class PodShell:
@@ -70,11 +78,11 @@ class PodShell:
         return f"{self.endpoint.username}@{self.endpoint.host}"
 
     def ssh_argv(self, command: str) -> list[str]:
-        return ["ssh", *self.options, "-p", str(self.endpoint.port), self.target, command]
+        return ["ssh", *self.options, "-p", str(self.endpoint.port), "--", self.target, command]
 
     def command_line(self) -> str:
         """What a person types to get a shell on the pod (shown by ``status``)."""
-        return shlex.join(["ssh", "-i", str(self.key), "-p", str(self.endpoint.port), self.target])
+        return shlex.join(["ssh", "-i", str(self.key), "-p", str(self.endpoint.port), "--", self.target])
 
     def check(self, command: str = "true", timeout_s: float = 30) -> bool:
         try:

@@ -25,9 +25,16 @@ from typing import Any
 from gputrain.backends.runpod.api import RunPodCapacityError, RunPodClient, load_api_key
 from gputrain.backends.runpod.pods import Pod, cost_so_far, create_body, pod_name
 from gputrain.backends.runpod.ssh import PodShell, ensure_key, forget_key
-from gputrain.errors import GputrainError, RunPodError
+from gputrain.contract import jobstate
+from gputrain.errors import GputrainError, RunPodError, RunPodUsageError
 
-REQUEUE_EXIT_CODE = 75
+
+def forwarded_secrets(requested: list[str]) -> list[str]:
+    """The recipe's secrets that go to the pod: set here, and never a credential of this machine (the
+    recipe schema refuses those too; a plan.json edited by hand must not get around it)."""
+    from gputrain.recipe.schema import is_launcher_credential
+
+    return [n for n in requested if n in os.environ and not is_launcher_credential(n)]
 
 
 class Interrupted(GputrainError):
@@ -92,20 +99,23 @@ class Up:
     def run(self) -> int:
         from gputrain.atomic import write_atomic
         from gputrain.backends.runpod.bundle import image_cuda, render_bundle
+        from gputrain.home import safe_name
         from gputrain.planner import make_plan
         from gputrain.registry.store import JobRecord, JobRegistry
 
         opts = self.opts
+        if opts.name is not None:
+            safe_name(opts.name, "--name")
         api_key = load_api_key()
         first = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                           overrides=opts.overrides, target="docker")
         name = opts.name or pod_name(first.recipe.name, first.gpu.name, first.gpus_per_node, opts.image,
-                                     first.to_dict()["config"])
+                                     first.resolved_recipe_data())
         remote = opts.remote_dir or f"/workspace/{name}"
         overrides = list(opts.overrides)
         if opts.data is not None:
             if not opts.data.exists():
-                raise RunPodError(f"--data {opts.data}: no such file or folder")
+                raise RunPodUsageError(f"--data {opts.data}: no such file or folder")
             overrides.append(f"data.source={remote}/data/{opts.data.resolve().name}")
         plan = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                          overrides=overrides, target="docker") if opts.data is not None else first
@@ -155,9 +165,10 @@ class Up:
                 rc = self._train(client, shell, plan, remote, job_dir)
                 self.say(f"training exited with {rc}; downloading results")
                 shell.download(f"{remote}/job", job_dir)
-                state = "COMPLETED" if rc == 0 else ("PREEMPTED" if rc == REQUEUE_EXIT_CODE else "FAILED")
+                state = jobstate.end_state(rc, jobstate.markers_in(job_dir)).state
             except Interrupted as exc:
-                state, rc = "CANCELLED", exc.exit_code
+                rc = exc.exit_code
+                state = jobstate.end_state(rc, (), jobstate.BackendFacts(user_cancelled=True)).state
                 self.say(f"{exc}; cleaning up")
                 raise
             finally:
@@ -180,10 +191,10 @@ class Up:
             self.say(f"reusing pod {existing[0].id} ({existing[0].status})")
             return existing[0]
         opts = self.opts
-        env = {k: str(v) for k, v in plan.to_dict()["config"]["env"].items()}
+        env = {k: str(v) for k, v in plan.recipe.env.items()}
         ids = plan.gpu.runpod_ids
         if not plan.gpu.is_cpu and not ids:
-            raise RunPodError(f"GPU {plan.gpu.name} has no RunPod id in the catalog; pick another --gpu")
+            raise RunPodUsageError(f"GPU {plan.gpu.name} has no RunPod id in the catalog; pick another --gpu")
         clouds = [opts.cloud] + ([c for c in ("SECURE", "COMMUNITY") if c != opts.cloud] if opts.other_cloud
                                  else [])
         centres: list[list[str] | None] = [[dc] for dc in opts.data_centers] or [None]
@@ -233,6 +244,8 @@ class Up:
                 raise RunPodError(f"pod {pod.id} went to {pod.status} while starting; see "
                                   f"`gputrain runpod logs {pod.name}`")
             direct = pod.ssh_direct
+            if pod.status == "RUNNING" and pod.ssh_problem:
+                raise RunPodError(f"pod {pod.id}: {pod.ssh_problem}; not connecting")
             if pod.status == "RUNNING" and direct is not None:
                 self.say(f"pod {pod.id} RUNNING, ssh {direct.username}@{direct.host} -p {direct.port}")
                 return direct
@@ -243,7 +256,8 @@ class Up:
 
     def _train(self, client: RunPodClient, shell: PodShell, plan: Any, remote: str, job_dir: Path) -> int:
         """Secrets travel as shell assignments on ssh's stdin: never in the pod's env, argv or a file."""
-        names = [n for n in plan.to_dict()["config"]["secrets"] if n in os.environ]
+        names = forwarded_secrets(list(plan.recipe.secrets))
+        self.say(f"secrets forwarded to the pod (by name): {', '.join(names) or 'none'}")
         exports = "".join(f"{n}={shlex.quote(os.environ[n])}\n" for n in names)
         command = (f"cd {shlex.quote(remote)} && set -a && eval \"$(cat)\" && set +a && "
                    f"GPUTRAIN_JOB_DIR={shlex.quote(remote + '/job')} exec bash run_multigpu.sh")

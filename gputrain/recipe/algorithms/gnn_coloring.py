@@ -5,8 +5,12 @@ training / validation graphs from ``data:`` (``train_size``, ``val_size``); this
 are generated and how the result is decoded, evaluated and exported.
 
 ``num_colors`` is the width of the colour head: the most colours any graph may use. Each graph carries its
-own budget q (planted k, a benchmark's χ, DSATUR's count for Erdős–Rényi graphs); logits beyond q are
+own budget q (planted k, a benchmark's χ, degeneracy + 1 for Erdős–Rényi graphs); logits beyond q are
 masked, so one network serves every q up to ``num_colors``.
+
+The report scores held-out graphs of a ``test`` split (the validation split picks the best model) and the
+benchmark graphs: the network's argmax alone, a Tabucol q-search seeded by the network against the same
+search from a random start (``search_moves`` moves per q), and networkx's DSATUR and largest-first.
 """
 
 from __future__ import annotations
@@ -52,13 +56,23 @@ class GNNColoringAlgorithm(BaseModel):
     dropout: float = Field(default=0.0, ge=0, lt=1)
     chromatic_head: bool = Field(default=False, description="also regress χ from a graph readout")
     chromatic_weight: float = Field(default=0.1, ge=0, description="weight of the χ regression loss")
-    repair_rounds: int = Field(default=10, ge=0, description="local-repair sweeps after the argmax")
+    search_moves: int = Field(
+        default=10000, ge=1, description="Tabucol moves per colour budget in the report's q-search"
+    )
     benchmarks: list[str] = Field(
         default_factory=lambda: list(BENCHMARK_CHI), description="benchmark graphs in the final report"
     )
-    eval_graphs: int | None = Field(default=None, gt=0, description="val graphs decoded in the report (all)")
+    eval_graphs: int = Field(
+        default=200, gt=0, description="held-out test-split graphs scored by the report (never validation ones)"
+    )
     onnx_export: bool = Field(default=True, description="export the best model to model.onnx and check it")
     onnx_tolerance: float = Field(default=1e-4, gt=0, description="max |torch - onnxruntime| allowed")
+    onnx_check_nodes: int = Field(
+        default=10000, ge=2, description="nodes of the graph the exported model is checked on"
+    )
+    onnx_check_runs: int = Field(
+        default=20, ge=1, description="onnxruntime runs of that check (default session: all intra-op threads)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> GNNColoringAlgorithm:

@@ -34,9 +34,13 @@ class CompletionScore:
 
 
 @functools.lru_cache(maxsize=8)
-def get_pool(workers: int, limits: SandboxLimits, hide_paths: tuple[str, ...] = ()) -> SandboxPool:
-    """One pool per setting for the life of the trainer (the isolation probe runs once)."""
-    return SandboxPool(workers=workers, limits=limits, hide_paths=hide_paths)
+def get_pool(workers: int, limits: SandboxLimits) -> SandboxPool:
+    """One pool per setting for the life of the trainer (the isolation is chosen once per process).
+
+    Raises :class:`gputrain.errors.SandboxError` where only weak isolation is possible and it was not
+    explicitly allowed (``GPUTRAIN_SANDBOX_ALLOW_WEAK=1``).
+    """
+    return SandboxPool(workers=workers, limits=limits)
 
 
 def _as_task(task: CodeTask | Mapping[str, Any], index: int) -> CodeTask:
@@ -50,11 +54,10 @@ def score_completions_detailed(
     all_or_nothing: bool = False,
     workers: int = 4,
     limits: SandboxLimits | None = None,
-    hide_paths: tuple[str, ...] = (),
 ) -> list[CompletionScore]:
     if len(completions) != len(tasks):
         raise ValueError(f"{len(completions)} completions but {len(tasks)} tasks")
-    pool = get_pool(workers, limits or SandboxLimits(), tuple(hide_paths))
+    pool = get_pool(workers, limits or SandboxLimits())
     normalized = [_as_task(t, i) for i, t in enumerate(tasks)]
     programs = [program_for(c, t) for c, t in zip(completions, normalized, strict=True)]
     keys: list[tuple[str, ...] | None] = []
@@ -92,12 +95,10 @@ def score_completions(
     all_or_nothing: bool = False,
     workers: int = 4,
     limits: SandboxLimits | None = None,
-    hide_paths: tuple[str, ...] = (),
 ) -> list[float]:
     """One reward per completion, in order; ``tasks[i]`` is the task of ``completions[i]``."""
     details = score_completions_detailed(
         completions, tasks, all_or_nothing=all_or_nothing, workers=workers, limits=limits,
-        hide_paths=hide_paths,
     )
     return [d.reward for d in details]
 

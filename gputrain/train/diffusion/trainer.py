@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import ValidationError
 
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+from gputrain.recipe.schema import ModelSpec
 from gputrain.train.diffusion.clip_search import clip_candidates
 from gputrain.train.diffusion.data import (
     Tokenizer,
@@ -43,7 +43,7 @@ from gputrain.train.diffusion.model import DiT, DiTConfig
 from gputrain.train.diffusion.objective import Layout, real_mean, segment_means
 from gputrain.train.diffusion.sampler import sample
 from gputrain.train.diffusion.schedule import LogLinearSchedule
-from gputrain.train.runtime import RunContext
+from gputrain.train.runtime import RunContext, required
 from gputrain.train.runtime.checkpoint import atomic_write_text
 from gputrain.train.runtime.schedule import lr_factor
 
@@ -60,12 +60,14 @@ class Task:
 
 
 def load_rows(ctx: RunContext) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    source = str(ctx.get("data.source", "generated"))
-    n_train, n_val = int(ctx.get("data.train_size", 10**9)), int(ctx.get("data.val_size", 200))
-    if source == "generated" or ctx.get("data.format") == "generated":
+    """Training and held-out rows; ``data.train_size`` unset means every row (20 000 generated)."""
+    data = ctx.recipe.data
+    source = data.source
+    n_train, n_val = data.train_size or 10**9, required(data.val_size, "data.val_size")
+    if source == "generated" or data.format == "generated":
         n_train = min(n_train, 20000)
         return generate_problems(n_train, ctx.seed), generate_problems(max(n_val, 1), ctx.seed + 7919)
-    split, fmt = str(ctx.get("data.split", "train")), str(ctx.get("data.format", "auto"))
+    split, fmt = data.split or "train", data.format  # split unset: the training split
     rows = load_gsm8k(source, split, fmt)
     if not Path(source).exists():  # a hub dataset: GSM8K ships a held-out "test" split
         return rows[:n_train], load_gsm8k(source, "test", fmt)[: max(n_val, 1)]
@@ -75,20 +77,11 @@ def load_rows(ctx: RunContext) -> tuple[list[dict[str, str]], list[dict[str, str
     return rows[: min(n_train, len(rows) - n_val)], rows[len(rows) - n_val :]
 
 
-def parse_algorithm(raw: dict[str, Any]) -> DiffusionAlgorithm:
-    """The ``algorithm:`` section, or a one-line error naming the first bad field."""
-    try:
-        return DiffusionAlgorithm.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(section)"
-        raise GputrainError(f"algorithm.{where}: {err['msg']}") from None
-
-
-
-def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]], Task]) -> int:
-    algo = parse_algorithm(ctx.get("algorithm", {}))
-    task = task_for(algo, ctx.config)
+def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Task]) -> int:
+    algo = ctx.algorithm(DiffusionAlgorithm)
+    recipe = ctx.recipe
+    train = recipe.train
+    task = task_for(algo, recipe.model)
     tok = load_tokenizer(algo.tokenizer)
     train_rows, val_rows = load_rows(ctx)
     train_x = torch.tensor([task.encode(tok, r) for r in train_rows], dtype=torch.long)
@@ -97,12 +90,13 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     inputs = layout.training_inputs(device)
     m, n = len(layout.noisy_pos), layout.seq_len
 
-    cfg = DiTConfig(vocab_size=tok.vocab_size, hidden_size=int(ctx.get("model.hidden_size", 768)),
-                    num_layers=int(ctx.get("model.num_layers", 12)), num_heads=int(ctx.get("model.num_heads", 12)),
-                    cond_dim=algo.cond_dim, gradient_checkpointing=bool(ctx.get("train.gradient_checkpointing")),
+    cfg = DiTConfig(vocab_size=tok.vocab_size, hidden_size=required(recipe.model.hidden_size, "model.hidden_size"),
+                    num_layers=required(recipe.model.num_layers, "model.num_layers"),
+                    num_heads=required(recipe.model.num_heads, "model.num_heads"),
+                    cond_dim=algo.cond_dim, gradient_checkpointing=train.gradient_checkpointing,
                     dropout=algo.dropout, time_conditioning=algo.time_conditioning)
     model = DiT(cfg).to(device)
-    attention = str(ctx.get("train.attention", "sdpa"))
+    attention = train.attention
     flex = flex_block_mask(layout.block_ids[layout.noisy_pos], layout.block_ids, device) \
         if attention == "flex" and device.type == "cuda" else None
     ctx.print0(f"[{task.name}] tokenizer={tok.name} V={tok.vocab_size} n={n} noisy={m} blocks="
@@ -114,14 +108,12 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     scorer = Scorer(layout, schedule, tok.mask_id, tok.eos_id, inputs, algo.antithetic, algo.loss_on_padding,
                     flex, ctx.autocast)
 
-    batch, accum, world = int(ctx.get("train.batch_size")), int(ctx.get("train.grad_accum", 1)), ctx.world_size
+    batch, accum, world = train.batch_size, train.grad_accum, ctx.world_size
     per_epoch = max(1, len(train_x) // (batch * world * accum))
-    total = int(ctx.get("train.max_steps") or per_epoch * int(ctx.get("train.epochs", 1)))
-    opt = torch.optim.AdamW(model.parameters(), lr=float(ctx.get("train.learning_rate")), betas=algo.adam_betas,
-                            eps=algo.adam_eps, weight_decay=float(ctx.get("train.weight_decay", 0.0)))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lr_factor(str(ctx.get("train.lr_schedule", "cosine")), int(ctx.get("train.warmup_steps", 0)), total)
-    )
+    total = train.max_steps or per_epoch * (train.epochs or 1)  # the schema requires one of the two
+    opt = torch.optim.AdamW(model.parameters(), lr=train.learning_rate, betas=algo.adam_betas,
+                            eps=algo.adam_eps, weight_decay=train.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(train.lr_schedule, train.warmup_steps, total))
     pos: dict[str, Any] = {"epoch": 0, "batch": 0}
     clip = [algo.clip_beta, algo.clip_omega]
     # first_loss is checkpointed so that a resumed run reports step 1's loss, not the first after resume.
@@ -165,8 +157,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
         out["ppl_bound"] = math.exp(min(out["nelbo"], 50.0))
         return {f"val_{k}" if not k.startswith("clip") else k: v for k, v in out.items()}
 
-    eval_every = ctx.get("train.eval_every")
-    log_every, save_every = int(ctx.get("train.log_every", 10)), ctx.get("train.save_every")
+    eval_every = train.eval_every
+    log_every, save_every = train.log_every, train.save_every
     model.train()
     stream = batches()
     dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -218,7 +210,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, dict[str, Any]]
     final = evaluate()
     ctx.metrics.log(step, **final)
     ctx.print0(f"[{task.name}] final " + " ".join(f"{k}={v:.4g}" for k, v in final.items()))
-    if ctx.get("train.save_every"):
+    if train.save_every:
         ctx.checkpoints.save(step, state)
     result: dict[str, Any] = {"entrypoint": task.name, "steps": step, "first_train_loss": first_loss,
                               "clip": clip, "ln_vocab": math.log(tok.vocab_size), **final,
@@ -237,8 +229,8 @@ def _step(ctx: RunContext, opt: torch.optim.Optimizer, model: torch.nn.Module) -
     """Unscale, clip, step — the backward already ran per micro-batch (gradient accumulation)."""
     scaler = ctx.scaler
     scaler.unscale_(opt)
-    clip = ctx.get("train.grad_clip")
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float(clip) if clip else float("inf"))
+    clip = ctx.recipe.train.grad_clip
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf"))
     scaler.step(opt)
     scaler.update()
     opt.zero_grad(set_to_none=True)

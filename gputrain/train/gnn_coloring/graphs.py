@@ -3,8 +3,9 @@
 Every graph carries ``q``, a number of colours with which a proper colouring is known to exist, and
 ``chi`` when the chromatic number itself is known: benchmark graphs (χ from the DIMACS instances), planted
 graphs (χ <= k; ``chi`` is left None because the planted partition only bounds it), Erdős–Rényi graphs
-(q = DSATUR's count, an upper bound). Generation is a pure function of (seed, split, index), so every rank
-builds the same data set without talking to the others.
+(q = degeneracy + 1, the Szekeres–Wilf bound: an upper bound that no colouring heuristic the report compares
+with has computed, unlike the DSATUR count used before). Generation is a pure function of (seed, split,
+index), so every rank builds the same data set without talking to the others.
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def erdos_renyi(n: int, p: float, rng: np.random.Generator) -> np.ndarray:
     return _unique_edges(np.stack([iu[mask], ju[mask]], axis=1))
 
 
+def sparse_random(n: int, avg_degree: float, rng: np.random.Generator) -> np.ndarray:
+    """About n·avg_degree/2 uniform random edges without the O(n²) pair list ``erdos_renyi`` builds: for
+    graphs of many thousands of nodes (the ONNX check)."""
+    pairs = rng.integers(0, n, size=(int(n * avg_degree / 2), 2))
+    return _unique_edges(pairs)
+
+
 def mycielski(k: int) -> tuple[int, np.ndarray]:
     """DIMACS ``myciel<k>``: Mycielskian applied k-1 times to K2 (χ = k + 1; myciel3 has 11 nodes, 20 edges)."""
     n, edges = 2, [(0, 1)]
@@ -99,14 +107,28 @@ def benchmark(name: str) -> Graph:
     return Graph(name=name, kind=kind, num_nodes=n, edges=edges, q=chi, chi=chi)
 
 
-def dsatur_colours(num_nodes: int, edges: np.ndarray) -> int:
+def to_networkx(num_nodes: int, edges: np.ndarray) -> Any:
     import networkx as nx
 
     g = nx.Graph()
     g.add_nodes_from(range(num_nodes))
     g.add_edges_from(edges.tolist())
-    colouring = nx.greedy_color(g, strategy="DSATUR")
-    return max(colouring.values(), default=-1) + 1
+    return g
+
+
+def degeneracy_bound(num_nodes: int, edges: np.ndarray) -> int:
+    """χ <= degeneracy + 1 (colour greedily in smallest-last order): a bound with no colouring search in it."""
+    import networkx as nx
+
+    cores = nx.core_number(to_networkx(num_nodes, edges))
+    return max(cores.values(), default=0) + 1
+
+
+def clique_bound(num_nodes: int, edges: np.ndarray) -> int:
+    """χ >= ω: the largest clique (exact; milliseconds on the generated and benchmark graphs)."""
+    import networkx as nx
+
+    return int(nx.max_weight_clique(to_networkx(num_nodes, edges), weight=None)[1]) if num_nodes else 0
 
 
 def generate(algo: dict[str, Any], split: str, index: int) -> Graph:
@@ -124,7 +146,7 @@ def generate(algo: dict[str, Any], split: str, index: int) -> Graph:
     else:
         deg = float(rng.uniform(*algo["er_avg_degree"]))
         edges = erdos_renyi(n, min(1.0, deg / max(1, n - 1)), rng)
-        q = min(max(2, dsatur_colours(n, edges)), int(algo["num_colors"]))
+        q = min(max(2, degeneracy_bound(n, edges)), int(algo["num_colors"]))  # capped: then maybe too few
         chi = None
     return Graph(name=f"{split}{index}", kind=kind, num_nodes=n, edges=edges, q=max(q, 1), chi=chi)
 
@@ -142,6 +164,15 @@ def featurize(graph: Graph, num_colors: int, random_features: int, seed: int) ->
         feats = torch.cat([feats, torch.randn(graph.num_nodes, random_features, generator=gen)], dim=1)
     graph.x = feats
     return graph
+
+
+def features_at_budget(graph: Graph, q: int, num_colors: int) -> torch.Tensor:
+    """The graph's features with the budget column set to q (capped at the head's width): the network's
+    input when a q-search asks it for a colouring with q colours."""
+    assert graph.x is not None, "featurize() the graph first"
+    x = graph.x.clone()
+    x[:, 1] = min(q, num_colors) / num_colors
+    return x
 
 
 def feature_dim(random_features: int) -> int:

@@ -1,15 +1,18 @@
 """Message-passing colouring network and the Potts loss, in plain PyTorch.
 
-Aggregation is a degree-normalised sum written with ``index_add_``: the dynamo ONNX exporter turns it into
-``ScatterND(reduction="add")``, correct for any node and edge count (the legacy exporter drops the
-reduction and is silently wrong, NOTES.md). No softmax/max aggregations, no PyG: the exported graph has
-two inputs, ``x`` (N, F) and ``edge_index`` (2, E), both dynamic.
+Aggregation is a degree-normalised neighbour sum (``aggregate``): ``index_add_`` while training, sorted
+segments when ``segment_aggregation`` is set, which ``export.export_onnx`` does so that the ONNX graph has
+no scatter (onnxruntime's ``ScatterND(reduction="add")`` races under its default thread pool). No
+softmax/max aggregations, no PyG: the exported graph has two inputs, ``x`` (N, F) and ``edge_index``
+(2, E), both dynamic.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from gputrain.train.gnn_coloring.aggregate import Aggregator, ScatterAggregator, SortedSegmentAggregator
 
 
 class MessageLayer(nn.Module):
@@ -21,10 +24,8 @@ class MessageLayer(nn.Module):
         )
         self.norm = nn.LayerNorm(hidden)
 
-    def forward(self, h: torch.Tensor, edge_index: torch.Tensor, inv_deg: torch.Tensor) -> torch.Tensor:
-        src, dst = edge_index[0], edge_index[1]
-        msg = self.message(h)[src]
-        agg = torch.zeros_like(h).index_add_(0, dst, msg) * inv_deg
+    def forward(self, h: torch.Tensor, aggregator: Aggregator, inv_deg: torch.Tensor) -> torch.Tensor:
+        agg = aggregator.neighbour_sum(self.message(h)) * inv_deg
         return self.norm(h + self.update(torch.cat([h, agg], dim=-1)))
 
 
@@ -46,14 +47,15 @@ class ColoringGNN(nn.Module):
         self.head = nn.Linear(hidden, num_colors)
         self.chi_head = nn.Linear(hidden, 1) if chromatic_head else None
         self.num_colors = num_colors
+        self.segment_aggregation = False  # not a weight: export_onnx sets it on its copy
 
     def encode(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        ones = torch.ones_like(edge_index[1], dtype=x.dtype)
-        deg = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device).index_add_(0, edge_index[1], ones)
-        inv_deg = (1.0 / deg.clamp(min=1.0)).unsqueeze(-1)
+        kind = SortedSegmentAggregator if self.segment_aggregation else ScatterAggregator
+        aggregator = kind(edge_index, x.shape[0])
+        inv_deg = (1.0 / aggregator.degree(x.dtype).clamp(min=1.0)).unsqueeze(-1)
         h = self.embed(x)
         for layer in self.layers:
-            h = layer(h, edge_index, inv_deg)
+            h = layer(h, aggregator, inv_deg)
         return h
 
     def forward(

@@ -1,33 +1,25 @@
 """The training loop: DDP over generated graphs, Potts loss, best model by validation loss, report, ONNX.
 
 Reads top to bottom: build data → model → resume → epochs (log, preempt, checkpoint, validate) → rank 0
-evaluates the best weights on validation and benchmark graphs, writes ``result.json`` and ``model.onnx``.
+evaluates the best weights on held-out test and benchmark graphs (``evaluate``), writes ``result.json``
+and ``model.onnx`` (``export``).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
-from gputrain.train.gnn_coloring import decode
-from gputrain.train.gnn_coloring.graphs import (
-    Batch,
-    Graph,
-    benchmark,
-    collate,
-    erdos_renyi,
-    feature_dim,
-    featurize,
-    generate,
-)
-from gputrain.train.gnn_coloring.model import ColoringGNN, masked_probs, potts_loss
-from gputrain.train.runtime import RunContext
+from gputrain.train.gnn_coloring.evaluate import report
+from gputrain.train.gnn_coloring.export import export_and_check
+from gputrain.train.gnn_coloring.graphs import Batch, Graph, collate, feature_dim, featurize, generate
+from gputrain.train.gnn_coloring.model import ColoringGNN, potts_loss
+from gputrain.train.runtime import RunContext, required
 from gputrain.train.runtime.checkpoint import atomic_torch_save, unwrap
 from gputrain.train.runtime.schedule import lr_factor
 
@@ -72,53 +64,23 @@ def validate(ctx: RunContext, model: torch.nn.Module, loader: Any, algo: dict[st
     return sums["total"] / max(sums["count"], 1.0)
 
 
-@torch.no_grad()
-def graph_probs(model: torch.nn.Module, graph: Graph, device: torch.device) -> Any:
-    assert graph.x is not None
-    logits = model(graph.x.to(device), graph.edge_index().to(device))
-    q = torch.full((graph.num_nodes,), graph.q, device=device)
-    return masked_probs(logits, q).cpu().numpy()
-
-
-def report(ctx: RunContext, model: torch.nn.Module, val: list[Graph], algo: dict[str, Any]) -> dict[str, Any]:
-    model.eval()
-    rounds = int(algo["repair_rounds"])
-    limit = algo.get("eval_graphs") or len(val)
-    val_results = [decode.evaluate_graph(g, graph_probs(model, g, ctx.device), rounds) for g in val[:limit]]
-    bench_graphs, skipped = [], []
-    for name in algo["benchmarks"]:
-        g = benchmark(name)
-        if g.q > int(algo["num_colors"]):
-            skipped.append(name)
-            continue
-        bench_graphs.append(featurize(g, int(algo["num_colors"]), int(algo["random_features"]), 7))
-    bench = [decode.evaluate_graph(g, graph_probs(model, g, ctx.device), rounds) for g in bench_graphs]
-    summaries = {
-        "val": decode.summarize(val_results),
-        **{kind: decode.summarize([r for r in val_results if r.kind == kind]) for kind in algo["generators"]},
-        "benchmarks": decode.summarize(bench),
-    }
-    print(decode.format_report(summaries, bench), flush=True)
-    if skipped:
-        print(f"benchmarks skipped (χ > num_colors={algo['num_colors']}): {', '.join(skipped)}", flush=True)
-    return {"summary": summaries, "benchmarks": decode.as_rows(bench), "benchmarks_skipped": skipped}
-
-
-
 def train(ctx: RunContext) -> int:
-    algo = GNNColoringAlgorithm.model_validate(ctx.config.get("algorithm") or {}).model_dump(mode="json")
+    settings = ctx.algorithm(GNNColoringAlgorithm)
+    algo = settings.model_dump(mode="json")
+    recipe = ctx.recipe
+    train_spec = recipe.train
     t0 = time.time()
-    train_set = build_graphs(algo, "train", int(ctx.get("data.train_size", 256)))
-    val_set = build_graphs(algo, "val", int(ctx.get("data.val_size", 64)))
+    train_set = build_graphs(algo, "train", required(recipe.data.train_size, "data.train_size"))
+    val_set = build_graphs(algo, "val", required(recipe.data.val_size, "data.val_size"))
     ctx.print0(f"[gnn] {len(train_set)} train / {len(val_set)} val graphs built in {time.time() - t0:.1f}s")
 
-    batch_size = int(ctx.get("train.batch_size", 16))
+    batch_size = train_spec.batch_size
     loader, sampler = ctx.make_loader(train_set, batch_size, collate_fn=collate)
     val_loader = ctx.make_eval_loader(val_set, batch_size, collate_fn=collate)
     net = ColoringGNN(
         feature_dim(int(algo["random_features"])),
-        int(ctx.get("model.hidden_size", 64)),
-        int(ctx.get("model.num_layers", 4)),
+        required(recipe.model.hidden_size, "model.hidden_size"),
+        required(recipe.model.num_layers, "model.num_layers"),
         int(algo["num_colors"]),
         float(algo["dropout"]),
         bool(algo["chromatic_head"]),
@@ -128,15 +90,16 @@ def train(ctx: RunContext) -> int:
     ctx.seed_per_rank()
     opt = torch.optim.AdamW(
         net.parameters(),
-        lr=float(ctx.get("train.learning_rate", 1e-3)),
-        weight_decay=float(ctx.get("train.weight_decay", 0.0)),
+        lr=train_spec.learning_rate,
+        weight_decay=train_spec.weight_decay,
     )
-    epochs = int(ctx.get("train.epochs", 10))
-    total = epochs * len(loader)
-    if ctx.get("train.max_steps"):
-        total = min(total, int(ctx.get("train.max_steps")))
+    steps_per_epoch = len(loader)
+    epochs = train_spec.epochs or math.ceil((train_spec.max_steps or 0) / max(1, steps_per_epoch))
+    total = epochs * steps_per_epoch
+    if train_spec.max_steps:
+        total = min(total, train_spec.max_steps)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lr_factor(str(ctx.get("train.lr_schedule", "cosine")), int(ctx.get("train.warmup_steps", 0)), total)
+        opt, lr_factor(train_spec.lr_schedule, train_spec.warmup_steps, total)
     )
     state: dict[str, Any] = {
         "model": model,
@@ -152,7 +115,7 @@ def train(ctx: RunContext) -> int:
         step, epoch, skip = ckpt.step, ckpt.state["pos"]["epoch"], ckpt.state["pos"]["batch"]
         state["best"] = ckpt.state["best"]
         ctx.print0(f"[gnn] resumed from step {step} (epoch {epoch}, batch {skip})")
-    log_every, save_every = int(ctx.get("train.log_every", 10)), int(ctx.get("train.save_every", 0) or 0)
+    log_every, save_every = train_spec.log_every, train_spec.save_every or 0
     window_graphs, window_start = 0, time.time()
 
     while epoch < epochs and step < total:
@@ -218,52 +181,17 @@ def finish(
     best_path = ctx.job_dir / BEST_FILE
     if best_path.is_file():
         net.load_state_dict(torch.load(best_path, map_location=ctx.device))
+    settings = GNNColoringAlgorithm.model_validate(algo)
     result: dict[str, Any] = {"steps": step, "best_val_loss": best["val_loss"], "best_step": best["step"]}
-    result.update(report(ctx, net, val, algo))
-    if algo["onnx_export"]:
-        result["onnx"] = export_and_check(ctx, net, val, algo)
-    val_summary = result["summary"]["val"]
+    result.update(report(net, settings, ctx.device))
+    if settings.onnx_export:
+        result["onnx"] = export_and_check(net, val[0], settings, ctx.job_dir)
+    test = result["summary"]["test"]
     ctx.metrics.log(
         step,
-        conflicts_per_edge=val_summary["conflicts_per_edge_argmax"],
-        conflicts_per_edge_repaired=val_summary["conflicts_per_edge_repaired"],
-        zero_conflict_share=val_summary["zero_conflict_share"],
+        conflicts_per_edge=test["network_conflicts_per_edge"],
+        network_proper_share=test["network_proper_share"],
     )
     ctx.write_json("result.json", result)
     ctx.print0(f"[gnn] wrote {ctx.job_dir / 'result.json'}")
     return 0
-
-
-def export_and_check(ctx: RunContext, net: ColoringGNN, val: list[Graph], algo: dict[str, Any]) -> dict[str, Any]:
-    from gputrain.errors import GputrainError
-    from gputrain.train.gnn_coloring.export import check_onnx, export_onnx
-
-    path: Path = ctx.job_dir / "model.onnx"
-    example = val[0]
-    assert example.x is not None
-    t0 = time.time()
-    export_onnx(net, example.x, example.edge_index(), path)
-    # A size the export never saw: larger than any generated graph, with a node of degree 0.
-    n = int(algo["max_nodes"]) + 17
-    edges = erdos_renyi(n - 1, 4.0 / n, np.random.default_rng(12345))
-    unseen = featurize(
-        Graph("unseen", "erdos_renyi", n, edges, q=3, chi=None),
-        int(algo["num_colors"]),
-        int(algo["random_features"]),
-        99,
-    )
-    diff = check_onnx(net, path, unseen.x, unseen.edge_index())  # type: ignore[arg-type]
-    info = {
-        "path": path.name,
-        "max_abs_diff": diff,
-        "check_nodes": unseen.num_nodes,
-        "check_edges": unseen.num_edges,
-        "seconds": round(time.time() - t0, 1),
-    }
-    ctx.print0(
-        f"[gnn] ONNX exported to {path}; onnxruntime max |Δ| = {diff:.2e} on an unseen graph "
-        f"({unseen.num_nodes} nodes, {unseen.num_edges} edges)"
-    )
-    if not diff <= float(algo["onnx_tolerance"]):
-        raise GputrainError(f"ONNX check failed: max |Δ| {diff:.3g} > {algo['onnx_tolerance']}")
-    return info

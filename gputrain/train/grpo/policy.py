@@ -12,12 +12,24 @@ from typing import Any
 
 import torch
 
+from gputrain.recipe.schema import ModelSpec
+
 TINY_NAMES = ("tiny-qwen2", "tiny")
+#: The tiny architecture's shape where the recipe's ``model:`` leaves a dimension unset.
+TINY_SHAPE = {"hidden_size": 64, "num_heads": 4, "num_layers": 2, "seq_len": 512, "vocab_size": 512}
 PAD, EOS = "<|pad|>", "<|endoftext|>"
 
 
 def is_tiny(name: str) -> bool:
     return name.lower() in TINY_NAMES
+
+
+def policy_tokenizer(model_spec: ModelSpec, corpus: Iterable[str]) -> Any:
+    """The tokenizer of the policy ``model_spec`` names: trained on ``corpus`` for the tiny model, else the
+    checkpoint's own."""
+    if is_tiny(model_spec.name):
+        return train_tiny_tokenizer(corpus, vocab_size=model_spec.vocab_size or TINY_SHAPE["vocab_size"])
+    return load_tokenizer(model_spec.name)
 
 
 def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
@@ -53,7 +65,7 @@ def load_tokenizer(name: str) -> Any:
     return tok
 
 
-def build_model(model_spec: dict[str, Any], tokenizer: Any, *, attention: str = "sdpa", seed: int = 0) -> Any:
+def build_model(model_spec: ModelSpec, tokenizer: Any, *, attention: str = "sdpa", seed: int = 0) -> Any:
     """The causal LM in float32 (autocast supplies bf16/fp16 compute; the optimizer keeps fp32 weights).
 
     ``attention`` is the plan's effective value (sdpa/flash/eager/flex); ``flash`` maps to
@@ -64,18 +76,18 @@ def build_model(model_spec: dict[str, Any], tokenizer: Any, *, attention: str = 
     impl = {"flash": "flash_attention_2", "flex": "flex_attention"}.get(attention, attention)
     if impl == "auto":
         impl = "sdpa"
-    name = str(model_spec["name"])
+    name = model_spec.name
     if is_tiny(name):
-        hidden = int(model_spec.get("hidden_size") or 64)
-        heads = int(model_spec.get("num_heads") or 4)
+        hidden = model_spec.hidden_size or TINY_SHAPE["hidden_size"]
+        heads = model_spec.num_heads or TINY_SHAPE["num_heads"]
         config = Qwen2Config(
             vocab_size=len(tokenizer),
             hidden_size=hidden,
             intermediate_size=hidden * 3,
-            num_hidden_layers=int(model_spec.get("num_layers") or 2),
+            num_hidden_layers=model_spec.num_layers or TINY_SHAPE["num_layers"],
             num_attention_heads=heads,
             num_key_value_heads=heads,
-            max_position_embeddings=int(model_spec.get("seq_len") or 512),
+            max_position_embeddings=model_spec.seq_len or TINY_SHAPE["seq_len"],
             tie_word_embeddings=True,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,

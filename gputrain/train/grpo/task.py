@@ -29,3 +29,5 @@ class GRPOTask:
     """Default evaluation: the mean of each reward component on greedy completions."""
     corpus: list[str] = field(default_factory=list)
     """Text a tiny model's tokenizer is fitted on (prompts and reference solutions)."""
+    report: dict[str, Any] = field(default_factory=dict)
+    """Facts chosen at start that belong in ``result.json`` (e.g. the code sandbox's isolation)."""

@@ -40,9 +40,7 @@ from gputrain.train.grpo.loss import completion_logprobs, grpo_loss
 from gputrain.train.grpo.policy import (
     build_model,
     enable_gradient_checkpointing,
-    is_tiny,
-    load_tokenizer,
-    train_tiny_tokenizer,
+    policy_tokenizer,
 )
 from gputrain.train.grpo.rollout import generate, pick_engine
 from gputrain.train.grpo.sharding import (
@@ -99,24 +97,21 @@ def _grad_sync(model: torch.nn.Module, sync: bool) -> contextlib.AbstractContext
 
 def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None, str]:
     """(policy, tokenizer, frozen reference or None, strategy in effect), wrapped for the world size."""
-    algo = GRPOAlgorithm.model_validate(ctx.get("algorithm", {}) or {})
-    spec = dict(ctx.get("model", {}) or {})
-    if is_tiny(str(spec.get("name", ""))):
-        tokenizer = train_tiny_tokenizer(task.corpus, vocab_size=int(spec.get("vocab_size") or 512))
-    else:
-        tokenizer = load_tokenizer(str(spec["name"]))
-    model = build_model(spec, tokenizer, attention=str(ctx.get("train.attention", "sdpa")), seed=ctx.seed)
+    algo = ctx.algorithm(GRPOAlgorithm)
+    recipe = ctx.recipe
+    tokenizer = policy_tokenizer(recipe.model, task.corpus)
+    model = build_model(recipe.model, tokenizer, attention=recipe.train.attention, seed=ctx.seed)
     model.to(ctx.device)
     ref = None
     if algo.beta > 0:
         ref = copy.deepcopy(model).eval().requires_grad_(False)
         if ctx.precision.name != "fp32":
             ref.to(ctx.precision.dtype)
-    if ctx.get("train.gradient_checkpointing", False):
+    if recipe.train.gradient_checkpointing:
         enable_gradient_checkpointing(model)
-    if ctx.get("train.compile", False):
+    if recipe.train.compile:
         ctx.print0(f"[grpo] {compile_layers(model, ctx.device)}")
-    strategy = str(ctx.get("distributed.strategy", "ddp"))
+    strategy = recipe.distributed.strategy
     in_effect = "single"
     if ctx.world_size > 1 and strategy == "fsdp":
         param_dtype = ctx.precision.dtype if ctx.precision.name == "bf16" else None
@@ -137,8 +132,9 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
 
 def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     """Train ``task`` with GRPO from the resolved plan; returns the process exit code (0)."""
-    algo = GRPOAlgorithm.model_validate(ctx.get("algorithm", {}) or {})
-    micro = int(ctx.get("train.batch_size", 8))
+    algo = ctx.algorithm(GRPOAlgorithm)
+    train = ctx.recipe.train
+    micro = train.batch_size
     train_bs, mini_bs = batch_sizes(algo, micro, ctx.world_size)
     group = algo.num_generations
     local_prompts = train_bs // ctx.world_size
@@ -147,10 +143,10 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     if n_rows < train_bs:
         raise GputrainError(f"{task.name}: {n_rows} training prompts, fewer than train_batch_size {train_bs}")
     steps_per_epoch = n_rows // train_bs
-    max_steps = ctx.get("train.max_steps") or int(ctx.get("train.epochs", 1)) * steps_per_epoch
+    max_steps = train.max_steps or (train.epochs or 1) * steps_per_epoch  # the schema requires one of them
     weights = algo.reward_weights or [1.0] * len(task.reward_names)
 
-    engine, engine_note = pick_engine(algo.rollout_engine, ctx.device, ctx.get("memory.vllm_gpu_memory_utilization"))
+    engine, engine_note = pick_engine(algo.rollout_engine, ctx.device, ctx.recipe.memory.vllm_gpu_memory_utilization)
     model, tokenizer, ref, strategy = build_policy(ctx, task)
     ctx.print0(f"[grpo] rollout engine: {engine_note}")
     vllm_engine = None
@@ -165,17 +161,13 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         params,
-        lr=float(ctx.get("train.learning_rate")),
-        weight_decay=float(ctx.get("train.weight_decay", 0.0)),
+        lr=train.learning_rate,
+        weight_decay=train.weight_decay,
     )
     total_updates = max_steps * n_mini * algo.num_iterations
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
-        lr_factor(
-            str(ctx.get("train.lr_schedule", "constant")),
-            int(ctx.get("train.warmup_steps", 0)),
-            total_updates,
-        ),
+        lr_factor(train.lr_schedule, train.warmup_steps, total_updates),
     )
     report = sharding_report(model, strategy)
     ctx.print0(
@@ -199,9 +191,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         full = save_full_state(model, optimizer)
         return {**full, "scheduler": scheduler, "scaler": ctx.scaler, "pos": dict(pos)}
 
-    save_every = ctx.get("train.save_every")
-    eval_every = ctx.get("train.eval_every")
-    log_every = int(ctx.get("train.log_every", 1))
+    save_every = train.save_every
+    eval_every = train.eval_every
+    log_every = train.log_every
     last_eval: dict[str, float] = {}
     rewards_seen: list[float] = []
 
@@ -298,8 +290,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                     kls.append(out.kl)
                     clips.append(out.clip_ratio)
                 ctx.scaler.unscale_(optimizer)
-                clip = ctx.get("train.grad_clip")
-                norm = torch.nn.utils.clip_grad_norm_(params, float(clip) if clip else float("inf"))
+                clip = train.grad_clip
+                norm = torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf"))
                 norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
                 ctx.scaler.step(optimizer)
                 ctx.scaler.update()
@@ -371,6 +363,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "reward_first10": sum(head) / len(head) if head else None,
             "reward_last10": sum(tail) / len(tail) if tail else None,
             **{f"eval_{k}": v for k, v in last_eval.items()},
+            **task.report,
         },
     )
     return 0

@@ -356,7 +356,7 @@ class VLLMEngine:
 
 def engine_from_context(ctx: Any, model: torch.nn.Module, tokenizer: Any, algo: Any) -> VLLMEngine:
     """The engine for a run: memory share, precision, lengths and seed from the resolved plan."""
-    share = ctx.get("memory.vllm_gpu_memory_utilization")
+    share = ctx.recipe.memory.vllm_gpu_memory_utilization
     if share is None:  # pick_engine refuses this already; kept for callers that skip it
         raise GputrainError("vLLM rollouts need memory.vllm_gpu_memory_utilization in the plan")
     return VLLMEngine(

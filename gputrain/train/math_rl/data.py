@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gputrain.errors import RecipeError
+from gputrain.recipe.schema import DataSpec
 from gputrain.train.math_rl.answers import gold_answer
 from gputrain.train.math_rl.arithmetic import generate_problems
 
@@ -111,20 +112,21 @@ def read_records(source: str, fmt: str = "auto", split: str = "train") -> list[d
     return _read_hub(source, split)
 
 
-def load_math_rows(data: dict[str, Any], *, seed: int, eval_size: int) -> tuple[list[Row], list[Row]]:
+def load_math_rows(data: DataSpec, *, seed: int, eval_size: int) -> tuple[list[Row], list[Row]]:
     """(train rows, held-out eval rows) from the recipe's ``data`` section.
 
-    Eval rows are held out of the same source (``data.val_size``, default ``eval_size``, at most a fifth).
+    Eval rows are held out of the same source (``data.val_size``; unset: ``eval_size``, at most a fifth).
     A generated source draws them from the next seed; its problem space is small, so some may repeat a
-    training problem (it measures learning on the task, not generalisation).
+    training problem (it measures learning on the task, not generalisation). ``data.train_size`` unset:
+    every row (1024 generated problems); ``data.split`` unset: the train split.
     """
-    source = str(data.get("source") or "generated")
-    train_size, val_size = data.get("train_size"), data.get("val_size")
-    n_val = int(val_size if val_size is not None else eval_size)
-    if source == "generated" or data.get("format") == "generated":
-        train = [to_row(r, "arithmetic") for r in generate_problems(int(train_size or 1024), seed)]
+    source = data.source
+    train_size, val_size = data.train_size, data.val_size
+    n_val = val_size if val_size is not None else eval_size
+    if source == "generated" or data.format == "generated":
+        train = [to_row(r, "arithmetic") for r in generate_problems(train_size or 1024, seed)]
         return train, [to_row(r, "arithmetic") for r in generate_problems(n_val, seed + 1)]
-    records = read_records(source, str(data.get("format") or "auto"), str(data.get("split") or "train"))
+    records = read_records(source, data.format, data.split or "train")
     if not records:
         raise RecipeError(f"data.source {source}: no records")
     kind = detect_dataset(set(records[0]))
@@ -133,4 +135,4 @@ def load_math_rows(data: dict[str, Any], *, seed: int, eval_size: int) -> tuple[
     random.Random(seed).shuffle(rows)
     n_val = min(n_val, len(rows) // 5)
     train, held_out = rows[n_val:], rows[:n_val]
-    return (train[: int(train_size)] if train_size else train), held_out
+    return (train[:train_size] if train_size else train), held_out

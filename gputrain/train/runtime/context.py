@@ -1,7 +1,9 @@
 """``setup_run()``: everything an entrypoint needs before its first step, in one object.
 
-Reads ``--plan`` / ``--job-dir`` (CONTRACTS.md), creates the process group, seeds, picks device and
-precision, and hands out the checkpoint manager, the metrics logger and the preemption flag.
+Reads ``--plan`` (a ``plan.json``, read through the typed contract :class:`~gputrain.contract.plan.JobPlan`)
+and ``--job-dir``, creates the process group, seeds, picks device and precision, and hands out the checkpoint
+manager, the metrics logger and the preemption flag. Settings are read typed — ``ctx.recipe.train.batch_size``,
+``ctx.algorithm(GRPOAlgorithm).num_generations`` — so every default is the schema's.
 """
 
 from __future__ import annotations
@@ -16,16 +18,30 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import torch
+from pydantic import BaseModel
 
+from gputrain.contract.plan import JobPlan, load_job_plan
 from gputrain.errors import GputrainError
+from gputrain.recipe.schema import Recipe
 from gputrain.train.runtime import dist as rdist
 from gputrain.train.runtime.checkpoint import CheckpointManager, atomic_write_text
 from gputrain.train.runtime.metrics import Metrics
 from gputrain.train.runtime.precision import Precision, make_precision, maybe_compile
 from gputrain.train.runtime.signals import PREEMPTED_FILE, REQUEUE_EXIT_CODE, PreemptionFlag
+
+AlgorithmT = TypeVar("AlgorithmT", bound=BaseModel)
+ValueT = TypeVar("ValueT")
+
+
+def required(value: ValueT | None, field: str) -> ValueT:
+    """``value`` of an optional recipe field this training cannot do without (``model.hidden_size``): unset
+    is a one-line error naming the field, never a default of the training's own."""
+    if value is None:
+        raise GputrainError(f"{field} is not set in the plan's recipe, and this training needs it")
+    return value
 
 
 def seed_everything(seed: int) -> None:
@@ -50,8 +66,7 @@ class RunContext:
     world_size: int
     local_rank: int
     device: torch.device
-    config: dict[str, Any]
-    plan: dict[str, Any]
+    plan: JobPlan
     job_dir: Path
     precision: Precision
     checkpoints: CheckpointManager
@@ -65,20 +80,25 @@ class RunContext:
         return self.rank == 0
 
     @property
+    def recipe(self) -> Recipe:
+        """The resolved recipe (``plan.recipe``): effective precision, attention, learning rate, GPU counts."""
+        return self.plan.recipe
+
+    def algorithm(self, kind: type[AlgorithmT]) -> AlgorithmT:
+        """The recipe's ``algorithm:`` settings as ``kind`` (``ctx.algorithm(GRPOAlgorithm)``); an entrypoint
+        given a plan of another family gets a one-line error instead of missing attributes later."""
+        settings = self.plan.recipe.algorithm
+        if not isinstance(settings, kind):
+            raise GputrainError(f"entrypoint {self.plan.recipe.entrypoint} has {type(settings).__name__} "
+                                f"settings; this training needs {kind.__name__}")
+        return settings
+
+    @property
     def scaler(self) -> torch.amp.GradScaler:
         return self.precision.scaler
 
     def autocast(self) -> AbstractContextManager[None]:
         return self.precision.autocast()
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        """``ctx.get("train.batch_size", 8)``: a value of the resolved config, or ``default``."""
-        node: Any = self.config
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or node.get(part) is None:
-                return default
-            node = node[part]
-        return node
 
     def print0(self, *args: Any, **kwargs: Any) -> None:
         if self.is_main:
@@ -89,7 +109,7 @@ class RunContext:
         seed_everything(self.seed + offset + 1000003 * self.rank)
 
     def compile(self, model: torch.nn.Module) -> torch.nn.Module:
-        compiled, note = maybe_compile(model, bool(self.get("train.compile", False)), self.device)
+        compiled, note = maybe_compile(model, self.recipe.train.compile, self.device)
         self.print0(f"[runtime] {note}")
         return compiled
 
@@ -109,9 +129,9 @@ class RunContext:
         scaler = self.scaler
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
-        clip = self.get("train.grad_clip")
+        clip = self.recipe.train.grad_clip
         params = [p for p in params if p.grad is not None]
-        norm = torch.nn.utils.clip_grad_norm_(params, float(clip) if clip else float("inf"))
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf"))
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -136,7 +156,7 @@ class RunContext:
             drop_last=drop_last,
         )
         gen = torch.Generator().manual_seed(self.seed + self.rank)
-        kwargs.setdefault("num_workers", int(self.get("train.num_workers", 0)))
+        kwargs.setdefault("num_workers", self.recipe.train.num_workers)
         loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, generator=gen, **kwargs)
         return loader, sampler
 
@@ -148,7 +168,7 @@ class RunContext:
         """
         from torch.utils.data import DataLoader, Subset
 
-        kwargs.setdefault("num_workers", int(self.get("train.num_workers", 0)))
+        kwargs.setdefault("num_workers", self.recipe.train.num_workers)
         shard = Subset(dataset, list(eval_shard(len(dataset), self.rank, self.world_size)))
         return DataLoader(shard, batch_size=batch_size, shuffle=False, **kwargs)
 
@@ -194,55 +214,38 @@ def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
 
 
-def load_plan(path: Path) -> dict[str, Any]:
-    try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GputrainError(f"{path}: plan file not found") from None
-    except (OSError, ValueError) as exc:
-        raise GputrainError(f"{path}: cannot read plan ({exc})") from None
-    if not isinstance(plan, dict) or not isinstance(plan.get("config"), dict):
-        raise GputrainError(f"{path}: not a gputrain plan (no 'config' object)")
-    return plan
-
-
 def setup_run(argv: Sequence[str] | None = None) -> RunContext:
     ns, rest = _parse(argv)
     plan_path = Path(ns.plan)
-    plan = load_plan(plan_path)
+    plan = load_job_plan(plan_path)
     job_dir = Path(ns.job_dir) if ns.job_dir else plan_path.parent
-    config: dict[str, Any] = plan["config"]
-    train = config.get("train") or {}
+    train = plan.recipe.train
     preemption = PreemptionFlag()  # before the process group: a signal during init is not lost
-    info = rdist.init_distributed(str((config.get("distributed") or {}).get("backend") or "auto"))
-    seed = int(train.get("seed") or 0)
-    seed_everything(seed)
+    info = rdist.init_distributed(plan.recipe.distributed.backend)
+    seed_everything(train.seed)
     if info.rank == 0:
         job_dir.mkdir(parents=True, exist_ok=True)
     rdist.barrier()
-    precision = make_precision(str(train.get("precision") or plan.get("precision") or "fp32"), info.device)
+    precision = make_precision(plan.precision, info.device)
     ctx = RunContext(
         rank=info.rank,
         world_size=info.world_size,
         local_rank=info.local_rank,
         device=info.device,
-        config=config,
         plan=plan,
         job_dir=job_dir,
         precision=precision,
-        checkpoints=CheckpointManager(
-            job_dir / "checkpoints", info.rank, info.world_size, int(train.get("keep_checkpoints") or 2)
-        ),
-        metrics=Metrics(job_dir, config, enabled=info.rank == 0),
+        checkpoints=CheckpointManager(job_dir / "checkpoints", info.rank, info.world_size, train.keep_checkpoints),
+        metrics=Metrics(job_dir, plan.recipe, enabled=info.rank == 0),
         preemption=preemption,
         args=rest,
-        seed=seed,
+        seed=train.seed,
     )
     for note in ctx.metrics.notes:
         ctx.print0(f"[runtime] {note}")
     ctx.print0(
         f"[runtime] world_size={info.world_size} backend={info.backend or 'none'} device={info.device} "
-        f"precision={precision.name} seed={seed} job_dir={job_dir}"
+        f"precision={precision.name} seed={train.seed} job_dir={job_dir}"
     )
     return ctx
 

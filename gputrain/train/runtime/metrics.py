@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gputrain.logs.schema import METRICS_FILE, MetricsWriter
+from gputrain.recipe.schema import Recipe
 
 
 def redact(obj: Any, secret_values: set[str]) -> Any:
@@ -26,7 +27,7 @@ def redact(obj: Any, secret_values: set[str]) -> Any:
 
 
 class Metrics:
-    def __init__(self, job_dir: Path, config: dict[str, Any], enabled: bool) -> None:
+    def __init__(self, job_dir: Path, recipe: Recipe, enabled: bool) -> None:
         self.enabled = enabled
         self.notes: list[str] = []
         self._writer = MetricsWriter(job_dir / METRICS_FILE, enabled=enabled)
@@ -35,12 +36,12 @@ class Metrics:
         self.last: dict[str, float] = {}
         if not enabled:
             return
-        tracking = config.get("tracking") or {}
-        secrets = {os.environ.get(name, "") for name in (config.get("secrets") or [])} - {""}
-        safe_config = redact(config, secrets)
-        if tracking.get("wandb"):
-            self._start_wandb(job_dir, safe_config, str(tracking.get("project") or "gputrain"))
-        if tracking.get("tensorboard"):
+        tracking = recipe.tracking
+        secrets = {os.environ.get(name, "") for name in recipe.secrets} - {""}
+        safe_config = redact(recipe.model_dump(mode="json", exclude={"profiles"}), secrets)
+        if tracking.wandb:
+            self._start_wandb(job_dir, safe_config, tracking.project)
+        if tracking.tensorboard:
             self._start_tensorboard(job_dir)
 
     def _start_wandb(self, job_dir: Path, config: dict[str, Any], project: str) -> None:

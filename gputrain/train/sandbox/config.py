@@ -1,24 +1,14 @@
-"""Limits, and what isolation this machine allows (probed once per process).
+"""Limits, and what a sandboxed process may see (stdlib only, cheap to import).
 
-Levels, strongest first:
-
-- ``namespaces``: ``unshare --mount --net --pid`` works and we are root. The child gets no network (a
-  new, empty network namespace), sees only its own processes, has private folders (home, /tmp, /work,
-  site-packages, ...) covered by empty tmpfs, and runs as a dedicated unprivileged uid, so ``RLIMIT_NPROC``
-  applies (it is not enforced for root). Killing the namespace's init kills everything inside.
-- ``uid``: no namespaces, but root and the interpreter is reachable by other users: a dedicated uid.
-- ``rlimits``: neither; resource limits and a process group only. Weak; `isolation_level()` tells callers.
+The isolation levels themselves are chosen in ``probe.py``; this module holds the plain settings both
+sides agree on: the limits, the allowlist of read-only paths, and the environment built from nothing.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 import stat
-import subprocess
 import sys
-import sysconfig
 from dataclasses import asdict, dataclass
 
 
@@ -39,12 +29,30 @@ class SandboxLimits:
         return asdict(self)
 
 
-UNSHARE_ARGS = ("--mount", "--net", "--pid", "--fork", "--mount-proc", "--kill-child")
-NEVER_COVER = frozenset({"/", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys"})
+SYSTEM_READ_ONLY = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache",
+                    "/etc/localtime")
 
 
 def interpreter_root() -> str:
     return os.path.realpath(sys.base_prefix)
+
+
+def interpreter() -> str:
+    """The real interpreter binary (a venv's ``python`` is a link to it; ``-I`` ignores the venv anyway)."""
+    return os.path.realpath(sys.executable)
+
+
+def read_only_paths() -> list[str]:
+    """Everything a sandboxed program may read: system folders and the interpreter's own installation.
+
+    An allowlist, not a list of things to hide: homes, ``~/.ssh``, the job folder, the project, caches and
+    site-packages of a virtual environment are not on it, wherever they live.
+    """
+    paths = [p for p in SYSTEM_READ_ONLY if os.path.lexists(p)]
+    for extra in (interpreter_root(), os.path.dirname(interpreter())):
+        if not any(extra == p or extra.startswith(p.rstrip("/") + "/") for p in paths):
+            paths.append(extra)
+    return paths
 
 
 def _others_can_enter(path: str) -> bool:
@@ -64,58 +72,6 @@ def blocked_ancestor(path: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def isolation_level() -> str:
-    """Probe once: can we create the namespaces here? (Containers without CAP_SYS_ADMIN cannot.)"""
-    if os.name != "posix" or os.geteuid() != 0:
-        return "rlimits"
-    unshare = shutil.which("unshare")
-    if unshare:
-        try:
-            probe = subprocess.run(
-                [unshare, *UNSHARE_ARGS, "/bin/true"], capture_output=True, timeout=10, env={}, check=False
-            )
-            if probe.returncode == 0:
-                return "namespaces"
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return "uid" if blocked_ancestor(interpreter_root()) is None else "rlimits"
-
-
-def default_hidden_paths() -> tuple[str, ...]:
-    """Folders a program has no business reading: homes, temp space, the project, installed packages."""
-    paths = {"/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root", "/work", "/mnt", "/srv", "/opt"}
-    paths.add(os.path.expanduser("~"))
-    for key in ("purelib", "platlib"):
-        paths.add(sysconfig.get_paths()[key])
-    for name in ("HF_HOME", "HF_DATASETS_CACHE", "TRANSFORMERS_CACHE", "XDG_CACHE_HOME"):
-        value = os.environ.get(name)
-        if value:
-            paths.add(value)
-    return tuple(sorted(p for p in paths if p not in NEVER_COVER))
-
-
-def mount_plan(hide: tuple[str, ...]) -> dict[str, list[str]]:
-    """Split hidden folders into ``cover`` (ancestors of the interpreter, re-exposed) and ``hide``."""
-    root = interpreter_root()
-    cover: list[str] = []
-    plain: list[str] = []
-    blocked = blocked_ancestor(root)
-    if blocked and blocked not in NEVER_COVER:
-        cover.append(blocked)
-    for path in hide:
-        real = os.path.realpath(path)
-        if real in NEVER_COVER or not os.path.isdir(real):
-            continue
-        if root == real or root.startswith(real + os.sep):
-            cover.append(real)
-        else:
-            plain.append(real)
-    cover = sorted(set(cover), key=len)
-    plain = sorted(set(plain) - set(cover), key=len)
-    return {"cover": cover, "keep": [root] if cover else [], "hide": plain}
-
-
 def minimal_env(workdir: str) -> dict[str, str]:
     """Built from nothing: no variable of the parent (tokens, keys, proxies) reaches the program."""
     return {
@@ -126,3 +82,19 @@ def minimal_env(workdir: str) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
     }
+
+
+def count_tasks(uid: int) -> int:
+    """Threads of ``uid`` alive now: what ``RLIMIT_NPROC`` counts for a sandbox sharing the trainer's uid."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                total += int(fields.get("Threads", "1"))
+        except (OSError, KeyError, ValueError):
+            continue
+    return total

@@ -1,28 +1,31 @@
-"""Run a program's tests with the verdict taken outside the program's reach.
+"""Run a program's tests with the verdict taken outside the program's reach, and no dataset code here.
 
-Each test (an ``assert ...`` line, or HumanEval's ``check(candidate)`` code) is executed HERE, in the
-parent, in a fresh namespace where the program's callables are proxies (never under a builtin's name
-or a judge-side helper's): calling one sends the arguments to the sandboxed program and brings back the
-return value as plain data (int, str, list, ...; other objects come back as opaque handles that can be
-passed back or have methods called, but never compare equal or test true). The program never sees the
-test, the expected value or the verdict, so ``sys.exit(0)``, patched builtins/``AssertionError``,
-``os._exit`` or a printed "OK" cannot fake a pass.
+Two sandboxed processes per program: the *program* (model-written code, plus the task's setup code it
+may rely on) and the *judge* (the dataset's setup code, prelude and tests, see ``verdict.py``). The
+trainer only relays: the judge asks "call f with these arguments", the trainer forwards the request to the
+program and the plain-data answer back, and finally reads the judge's verdict. Neither sandbox sees the
+other; the trainer executes none of their code. Every test is bounded by ``test_seconds`` and the whole
+program by ``wall_seconds``; a test that kills or hangs the program gets a fresh copy for the next test.
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gputrain.errors import SandboxError
 from gputrain.train.sandbox.config import SandboxLimits
-from gputrain.train.sandbox.process import Isolation, SandboxDied, SandboxProcess, SandboxTimeout
-from gputrain.train.sandbox.runner import decode, encode
+from gputrain.train.sandbox.process import (
+    Isolation,
+    SandboxDied,
+    SandboxProcess,
+    SandboxSetupFailed,
+    SandboxTimeout,
+)
 
 Status = Literal["passed", "failed", "timed_out", "crashed"]
+STATUSES = ("passed", "failed", "timed_out", "crashed")
 
 
 @dataclass(frozen=True)
@@ -50,141 +53,127 @@ class ProgramResult:
         return self.passed / len(self.outcomes) if self.outcomes else 0.0
 
 
-class ProgramRaised(Exception):
-    """The program's function raised; the test fails (a test may also expect this and catch it)."""
+@dataclass
+class JudgeSlot:
+    """A judge process kept between programs (one per pool slot): it only ever runs dataset code, which
+    arrives with each test, so reusing it costs a program nothing and saves a sandbox start per program.
+    Replaced after ``MAX_USES`` tests (its CPU-time limit is cumulative) or when it dies or hangs."""
+
+    proc: SandboxProcess | None = None
+    ready: bool = False
+    uses: int = 0
+
+    MAX_USES = 100
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.close()
+        self.proc, self.ready, self.uses = None, False, 0
 
 
-@functools.lru_cache(maxsize=64)
-def _raised_type(name: str) -> type[ProgramRaised]:
-    """``ProgramRaised`` that is also the builtin exception the program raised, so a test that expects
-    ``ValueError`` (``try``/``except ValueError``) sees one."""
-    base = getattr(builtins, name, None)
-    if isinstance(base, type) and issubclass(base, Exception) and not issubclass(base, ProgramRaised):
+class _Run:
+    """The two processes of one program's run and the budget they share."""
+
+    def __init__(self, program: str, setup_code: str, prelude: str, limits: SandboxLimits,
+                 isolation: Isolation, judge_slot: JudgeSlot | None = None) -> None:
+        self.program, self.setup, self.prelude = program, setup_code, prelude
+        self.limits, self.isolation = limits, isolation
+        self.deadline = time.monotonic() + limits.wall_seconds
+        self.proc: SandboxProcess | None = None
+        self.slot = judge_slot if judge_slot is not None else JudgeSlot()
+        self.own_slot = judge_slot is None
+        self.names: list[str] = []
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def _spawn_judge(self) -> None:
+        if self.slot.proc is not None and self.slot.uses >= JudgeSlot.MAX_USES:
+            self.slot.close()
+        if self.slot.proc is None:
+            self.slot.proc = SandboxProcess("judge", {"setup": "", "prelude": ""}, self.limits, self.isolation)
+            self.slot.ready, self.slot.uses = False, 0
+
+    def ensure_program(self) -> None:
+        self._spawn_judge()  # first, so both processes boot at the same time
+        if self.proc is None:
+            self.proc = SandboxProcess("program", {"program": self.program, "setup": self.setup}, self.limits,
+                                       self.isolation)
+            # Start-up (interpreter, confinement, module-level code) counts against the wall budget only.
+            names = self.proc.start(self.left()).get("names")
+            self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    def ensure_judge(self) -> SandboxProcess:
+        self._spawn_judge()
+        judge = self.slot.proc
+        assert judge is not None
+        if not self.slot.ready:
+            judge.start(max(1.0, self.left()))
+            self.slot.ready = True
+        self.slot.uses += 1
+        return judge
+
+    def drop_program(self) -> None:
+        if self.proc is not None:
+            self.proc.close()
+            self.stdout.append(self.proc.output("stdout"))
+            self.stderr.append(self.proc.output("stderr"))
+            self.proc = None
+
+    def drop_judge(self) -> None:
+        self.slot.close()
+
+    def relay(self, request: Any, test_deadline: float) -> dict[str, Any]:
+        """One call from the judge to the program; the judge learns if the program is gone."""
+        if self.proc is None:
+            return {"gone": "crashed", "reason": "program is gone"}
+        timeout = min(self.limits.test_seconds, test_deadline - time.monotonic(), self.left())
+        if timeout <= 0 or not isinstance(request, dict):
+            self.drop_program()
+            return {"gone": "timed_out", "reason": "program time budget used up"}
         try:
-            return type(f"Program{name}", (ProgramRaised, base), {})
-        except TypeError:
-            pass
-    return ProgramRaised
+            return self.proc.call(request, timeout)
+        except SandboxTimeout as exc:
+            self.drop_program()
+            return {"gone": "timed_out", "reason": str(exc)}
+        except SandboxDied as exc:
+            self.drop_program()
+            return {"gone": "crashed", "reason": str(exc)}
 
-
-class RemoteHandle:
-    """A non-data value living in the sandbox: usable as an argument or for method calls only."""
-
-    def __init__(self, session: _Session, ident: int, type_name: str) -> None:
-        self._session, self._ident, self._type = session, ident, type_name
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return lambda *a, **k: self._session.call({"method": name, "handle": self._ident}, a, k)
-
-    def __bool__(self) -> bool:
-        raise TypeError(f"truth value of a sandboxed {self._type} object is not trusted")
-
-    def __eq__(self, other: object) -> bool:
-        raise TypeError(f"sandboxed {self._type} objects do not compare")
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<sandboxed {self._type}>"
-
-
-class Proxy:
-    def __init__(self, session: _Session, name: str) -> None:
-        self._session, self._name = session, name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._session.call({"name": self._name}, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<sandboxed function {self._name}>"
-
-
-class _Session:
-    def __init__(self, proc: SandboxProcess, deadline: float) -> None:
-        self.proc, self.deadline = proc, deadline
-
-    def _opaque(self, value: Any) -> Any:
-        if isinstance(value, Proxy) and value._session is self:
-            return {"r": value._name}
-        if isinstance(value, RemoteHandle) and value._session is self:
-            return {"h": [value._ident, value._type]}
-        raise TypeError(f"cannot pass a {type(value).__name__} into the sandbox")
-
-    def _resolve(self, tag: str, body: Any) -> Any:
-        if tag == "h" and isinstance(body, list) and len(body) == 2 and type(body[0]) is int:
-            return RemoteHandle(self, body[0], str(body[1])[:80])
-        raise ValueError("unexpected reference in a reply")
-
-    def call(self, head: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        request = {**head, "args": encode(list(args), self._opaque), "kwargs": encode(kwargs, self._opaque)}
-        timeout = min(self.proc.limits.test_seconds, self.deadline - time.monotonic())
-        if timeout <= 0:
-            raise SandboxTimeout("program time budget used up")
-        reply = self.proc.call(request, timeout)
-        if "error" in reply:
-            raise _raised_type(str(reply.get("type", "")))(str(reply["error"])[:300])
+    def run_test(self, test: str) -> TestOutcome:
+        budget = min(self.limits.test_seconds, self.left())
+        test_deadline = time.monotonic() + budget
         try:
-            return decode(reply.get("value"), self._resolve)
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise ProgramRaised(f"unreadable return value: {exc}") from exc
+            judge = self.ensure_judge()
+            judge.send({"test": test, "names": self.names, "setup": self.setup, "prelude": self.prelude})
+            while True:
+                msg = judge.receive(max(0.0, test_deadline - time.monotonic()) + 0.05)
+                if "call" in msg:
+                    judge.send(self.relay(msg["call"], test_deadline))
+                    continue
+                status, reason = _verdict(msg)
+                return TestOutcome(test, status, reason)
+        except SandboxTimeout:
+            self.drop_judge()
+            self.drop_program()  # it may be stuck in the call the judge was waiting for
+            return TestOutcome(test, "timed_out", f"test did not finish within {budget:.1f}s")
+        except SandboxDied as exc:
+            self.drop_judge()
+            return TestOutcome(test, "crashed", f"test code died: {exc}")
+
+    def close(self) -> None:
+        self.drop_program()
+        if self.own_slot:
+            self.drop_judge()
 
 
-@functools.lru_cache(maxsize=256)
-def _prelude_stubs(prelude: str) -> frozenset[str]:
-    """Functions the prelude only declares (no ``return``/``yield``: a docstring, maybe an import): the
-    program supplies them.
-
-    HumanEval's prompt ends with the entry point's signature and docstring; its other functions (``poly``,
-    ``encode_cyclic``) are helpers that ``check`` relies on and must stay the judge's own.
-    """
-    try:
-        tree = ast.parse(prelude)
-    except SyntaxError:
-        return frozenset()
-    returns = (ast.Return, ast.Yield, ast.YieldFrom)
-    return frozenset(
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and not any(isinstance(inner, returns) for stmt in node.body for inner in ast.walk(stmt))
-    )
-
-
-def _proxied(names: list[str], prelude_names: set[str], prelude: str) -> list[str]:
-    """The program's callables the test may reach. Never a builtin's name (a program defining ``set`` or
-    ``sorted`` would otherwise decide both sides of ``assert set(f(x)) == set(y)``), never a prelude helper."""
-    stubs = _prelude_stubs(prelude)
-    return [
-        n for n in names
-        if not hasattr(builtins, n) and (n not in prelude_names or n in stubs)
-    ]
-
-
-def _run_one(test: str, session: _Session, names: list[str], setup_code: str, prelude: str) -> TestOutcome:
-    namespace: dict[str, Any] = {"__name__": "__judge__"}
-    try:
-        exec(compile(setup_code, "<setup>", "exec"), namespace)
-        before = set(namespace)
-        exec(compile(prelude, "<prelude>", "exec"), namespace)
-    except Exception as exc:
-        return TestOutcome(test, "crashed", f"test setup failed: {type(exc).__name__}: {exc}")
-    for name in _proxied(names, set(namespace) - before, prelude):
-        namespace[name] = Proxy(session, name)
-    try:
-        exec(compile(test, "<test>", "exec"), namespace)
-    except AssertionError:
-        return TestOutcome(test, "failed", "assertion failed")
-    except ProgramRaised as exc:
-        return TestOutcome(test, "failed", f"program raised {exc}")
-    except SandboxTimeout as exc:
-        return TestOutcome(test, "timed_out", str(exc))
-    except SandboxDied as exc:
-        return TestOutcome(test, "crashed", str(exc))
-    except Exception as exc:
-        return TestOutcome(test, "failed", f"{type(exc).__name__}: {str(exc)[:200]}")
-    return TestOutcome(test, "passed")
+def _verdict(msg: dict[str, Any]) -> tuple[Status, str]:
+    raw = msg.get("verdict")
+    if isinstance(raw, list) and len(raw) == 2 and raw[0] in STATUSES:
+        return raw[0], str(raw[1])[:400]
+    raise SandboxDied("garbled verdict from the judge")
 
 
 def run_tests(
@@ -195,43 +184,34 @@ def run_tests(
     judge_prelude: str = "",
     limits: SandboxLimits | None = None,
     isolation: Isolation,
+    judge_slot: JudgeSlot | None = None,
 ) -> ProgramResult:
-    """Run ``program`` once, then each test against it; a test that kills or hangs the program gets a
-    fresh copy for the following tests (within the program's wall budget)."""
+    """Run ``program`` once, then each test against it in a separate judge sandbox.
+
+    Raises :class:`SandboxError` when a confinement layer fails to apply (never runs the code unconfined).
+    """
     limits = limits or SandboxLimits()
     started = time.monotonic()
-    deadline = started + limits.wall_seconds
+    run = _Run(program, setup_code, judge_prelude, limits, isolation, judge_slot)
     outcomes: list[TestOutcome] = []
-    stdout: list[str] = []
-    stderr: list[str] = []
-    proc: SandboxProcess | None = None
-    session: _Session | None = None
-    names: list[str] = []
     try:
         for i, test in enumerate(tests):
-            if proc is None:
-                try:
-                    proc = SandboxProcess(program, setup_code, limits, isolation)
-                    names = proc.start(min(limits.test_seconds, max(0.0, deadline - time.monotonic())))
-                except (SandboxDied, SandboxTimeout) as exc:
-                    status: Status = "timed_out" if isinstance(exc, SandboxTimeout) else "crashed"
-                    outcomes.extend(TestOutcome(t, status, str(exc)) for t in tests[i:])
-                    break
-                session = _Session(proc, deadline)
-            assert session is not None
-            outcome = _run_one(test, session, names, setup_code, judge_prelude)
+            try:
+                run.ensure_program()
+            except (SandboxDied, SandboxTimeout) as exc:
+                status: Status = "timed_out" if isinstance(exc, SandboxTimeout) else "crashed"
+                outcomes.extend(TestOutcome(t, status, str(exc)) for t in tests[i:])
+                break
+            outcome = run.run_test(test)
             outcomes.append(outcome)
             if outcome.status in ("timed_out", "crashed"):
-                proc.close()
-                stdout.append(proc.output("stdout"))
-                stderr.append(proc.output("stderr"))
-                proc = session = None
+                run.drop_program()
+    except SandboxSetupFailed as exc:
+        raise SandboxError(str(exc)) from None
     finally:
-        if proc is not None:
-            proc.close()
-            stdout.append(proc.output("stdout"))
-            stderr.append(proc.output("stderr"))
+        run.close()
     return ProgramResult(
-        outcomes=tuple(outcomes), stdout="".join(stdout), stderr="".join(stderr),
+        outcomes=tuple(outcomes), stdout="".join(run.stdout), stderr="".join(run.stderr),
         isolation=isolation.level, seconds=time.monotonic() - started,
+        extra={"layers": list(isolation.layers)},
     )

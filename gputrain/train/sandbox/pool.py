@@ -1,20 +1,26 @@
-"""A bounded pool: at most ``workers`` programs run at once, each under its own uid.
+"""A bounded pool: at most ``workers`` programs run at once, each (when the trainer is root) under its own uid.
 
 Each slot owns one uid, so ``RLIMIT_NPROC`` (counted per uid) limits one program, not all of them, and a
 fork bomb in one slot cannot starve its neighbours. Slots of different pools (two trainer ranks) get
-different uid ranges, derived from the pool's process id.
+different uid ranges, derived from the pool's process id. In a user namespace the count is per namespace,
+so the trainer's own uid serves every slot.
+
+The isolation is chosen when the pool is made (``probe.require_isolation``): a pool on a machine where
+only weak isolation is possible refuses to exist unless weak isolation was explicitly allowed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from gputrain.train.sandbox.config import SandboxLimits, default_hidden_paths, isolation_level
-from gputrain.train.sandbox.judge import ProgramResult, run_tests
+from gputrain.train.sandbox.config import SandboxLimits
+from gputrain.train.sandbox.judge import JudgeSlot, ProgramResult, run_tests
+from gputrain.train.sandbox.probe import require_isolation
 from gputrain.train.sandbox.process import Isolation
 
 UID_BASE = 200_000
@@ -35,34 +41,45 @@ class Job:
 class SandboxPool:
     workers: int = 4
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-    hide_paths: tuple[str, ...] = ()
+    allow_weak: bool | None = None
+    """None: ``GPUTRAIN_SANDBOX_ALLOW_WEAK`` decides."""
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
-        self.level = isolation_level()
-        extra = {os.path.abspath(p) for p in self.hide_paths}
-        self._hide = tuple(sorted(set(default_hidden_paths()) | extra))
+        choice = require_isolation(self.allow_weak)
+        self.isolation = choice.isolation
+        self.level = self.isolation.level
         base = UID_BASE + (os.getpid() % 4096) * SLOTS_PER_POOL
-        self.uids = tuple(base + slot for slot in range(min(self.workers, SLOTS_PER_POOL)))
-        self._slots: queue.Queue[int] = queue.Queue()
-        for uid in self.uids:
-            self._slots.put(uid)
+        count = min(self.workers, SLOTS_PER_POOL)
+        self.uids = tuple(base + slot for slot in range(count)) if self.isolation.uid is not None else ()
+        self._slots: queue.Queue[tuple[int | None, JudgeSlot]] = queue.Queue()
+        self._judges = [JudgeSlot() for _ in range(count)]
+        for uid, judge in zip(self.uids or [None] * count, self._judges, strict=True):
+            self._slots.put((uid, judge))
 
-    def _isolation(self, uid: int) -> Isolation:
-        if self.level == "rlimits":
-            return Isolation("rlimits", None, None, ())
-        return Isolation(self.level, uid, uid, self._hide)
+    def judge_pids(self) -> list[int]:
+        """The kept judge processes (each runs only dataset code; they end when the trainer does)."""
+        return [j.proc.proc.pid for j in self._judges if j.proc is not None]
+
+    def describe(self) -> dict[str, object]:
+        """What goes into the run's log and ``result.json``."""
+        return self.isolation.describe()
+
+    def _isolation(self, uid: int | None) -> Isolation:
+        if uid is None:
+            return self.isolation
+        return dataclasses.replace(self.isolation, uid=uid, gid=uid)
 
     def run(self, job: Job) -> ProgramResult:
-        uid = self._slots.get()
+        uid, judge = self._slots.get()
         try:
             return run_tests(
                 job.program, list(job.tests), setup_code=job.setup_code, judge_prelude=job.judge_prelude,
-                limits=self.limits, isolation=self._isolation(uid),
+                limits=self.limits, isolation=self._isolation(uid), judge_slot=judge,
             )
         finally:
-            self._slots.put(uid)
+            self._slots.put((uid, judge))
 
     def map(self, jobs: Sequence[Job]) -> list[ProgramResult]:
         """Results in the order of ``jobs``."""

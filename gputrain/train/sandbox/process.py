@@ -1,9 +1,15 @@
-"""One sandboxed program: start it, talk to it over two pipes, kill it as a whole.
+"""One sandboxed process: start it confined, talk to it over two pipes, kill it and all it started.
 
-The child is ``unshare ... python -I -S -c <runner.py>`` in a new session (so its process group can be
-killed at once); the PID namespace's init dies with that group and the kernel then kills whatever the
-program forked, even processes that called ``setsid``. Output is read by two threads and capped; going
-over the cap kills the program (a program that floods stdout gets no more CPU).
+The child is ``[unshare ...] python -I -S -c <bootstrap>``, in a new session. Its code comes as source in
+the bootstrap (``runner.py`` and its stdlib-only siblings), never from site-packages. Ending it:
+
+- namespace levels: the PID namespace's init dies with the session's process group and the kernel kills
+  whatever the program forked, ``setsid`` daemons included.
+- other levels: the supervisor is a child subreaper, so every orphan is re-parented to it; the whole tree
+  under it is killed (descendants first, the supervisor last).
+
+Output is read by two threads that never block for long and capped; going over the cap kills the program.
+Closing never waits on a pipe a stray process might hold: readers stop on a flag, descriptors are closed.
 """
 
 from __future__ import annotations
@@ -14,41 +20,99 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from gputrain.train.sandbox.config import UNSHARE_ARGS, SandboxLimits, minimal_env, mount_plan
+from gputrain.train.sandbox.config import SandboxLimits, count_tasks, interpreter, minimal_env, read_only_paths
 
-RUNNER_SOURCE = (Path(__file__).with_name("runner.py")).read_text(encoding="utf-8")
 MAX_REPLY_BYTES = 4 << 20
+HERE = Path(__file__).resolve().parent
+#: Child-side modules, loaded from source by the bootstrap (the runner last, as ``__main__``).
+CHILD_MODULES = (("_gputrain_sbx_codec", "codec.py"), ("_gputrain_sbx_confine", "confine.py"),
+                 ("_gputrain_sbx_verdict", "verdict.py"))
+UNSHARE = {
+    "namespaces": ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"),
+    "userns": ("--user", "--map-root-user", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
+               "--kill-child"),
+}
+
+
+def _bootstrap() -> str:
+    lines = ["import sys, types"]
+    for name, filename in CHILD_MODULES:
+        source = (HERE / filename).read_text(encoding="utf-8")
+        lines.append(f"m = types.ModuleType({name!r}); sys.modules[{name!r}] = m")
+        lines.append(f"exec(compile({source!r}, {filename!r}, 'exec'), m.__dict__)")
+    runner = (HERE / "runner.py").read_text(encoding="utf-8")
+    lines.append(f"exec(compile({runner!r}, 'runner.py', 'exec'), {{'__name__': '__main__'}})")
+    return "\n".join(lines)
+
+
+BOOTSTRAP = _bootstrap()
 
 
 class SandboxDied(BaseException):
-    """The program's process ended (crash, ``os._exit``, killed by a limit). BaseException: tests'
-    ``except Exception`` must not swallow it."""
+    """The process ended (crash, ``os._exit``, killed by a limit). BaseException: tests' ``except
+    Exception`` must not swallow it."""
 
 
 class SandboxTimeout(BaseException):
     """A call (or the program's start) ran past its time."""
 
 
+class SandboxSetupFailed(Exception):
+    """A confinement layer could not be applied inside the child: nothing was run."""
+
+
 @dataclass(frozen=True)
 class Isolation:
-    level: str  # namespaces | uid | rlimits
-    uid: int | None
-    gid: int | None
-    hide: tuple[str, ...]
+    """How a sandboxed process is confined: ``level`` (the strongest layer) and every layer in effect."""
+
+    level: str  # namespaces | userns | landlock | uid | rlimits
+    layers: tuple[str, ...] = ()
+    uid: int | None = None
+    gid: int | None = None
+    binding_paths: tuple[str, ...] = field(default=(), compare=False)
+    libraries: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    @property
+    def strong(self) -> bool:
+        """Blocks network, files outside its folder, and the trainer's secrets and processes."""
+        return self.level in ("namespaces", "userns", "landlock")
+
+    def describe(self) -> dict[str, Any]:
+        return {"level": self.level, "layers": list(self.layers), "strong": self.strong}
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children first), from one pass over /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        kids = [k for p in frontier for k in parents.get(p, [])]
+        found.extend(kids)
+        frontier = kids
+    return found
 
 
 class SandboxProcess:
-    """A started program. Use :meth:`start` then :meth:`call`; always :meth:`close` (idempotent)."""
+    """A started process in role ``program`` or ``judge``. :meth:`start`, then :meth:`call`/:meth:`send`
+    and :meth:`receive`; always :meth:`close` (idempotent)."""
 
-    def __init__(self, program: str, setup_code: str, limits: SandboxLimits, isolation: Isolation) -> None:
+    def __init__(self, mode: str, settings: dict[str, Any], limits: SandboxLimits, isolation: Isolation) -> None:
         self.limits = limits
         self.isolation = isolation
         self.exit_note: int | None = None
@@ -56,24 +120,24 @@ class SandboxProcess:
         self._out: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._buffer = b""
         self._closed = False
-        self.workdir = tempfile.mkdtemp(prefix="gputrain-sbx-")
+        self._stop = threading.Event()
         level = isolation.level
-        if isolation.uid is not None:
+        self.workdir = tempfile.mkdtemp(prefix="gputrain-sbx-")
+        namespaced = level in UNSHARE
+        if isolation.uid is not None and not namespaced:
             os.chown(self.workdir, isolation.uid, isolation.gid if isolation.gid is not None else -1)
         os.chmod(self.workdir, 0o700)
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
-        cmd = [sys.executable, "-I", "-S", "-c", RUNNER_SOURCE, str(to_child_r), str(from_child_w)]
-        if level == "namespaces":
-            cmd = [shutil.which("unshare") or "unshare", *UNSHARE_ARGS, *cmd]
+        cmd = [interpreter(), "-I", "-S", "-c", BOOTSTRAP, str(to_child_r), str(from_child_w)]
+        if namespaced:
+            cmd = [shutil.which("unshare") or "unshare", *UNSHARE[level], *cmd]
+        child_dir = "/tmp" if namespaced else self.workdir
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=minimal_env(self.workdir), cwd=self.workdir, pass_fds=(to_child_r, from_child_w),
-                start_new_session=True,
-                user=isolation.uid if level == "uid" else None,
-                group=isolation.gid if level == "uid" else None,
-                extra_groups=[] if level == "uid" else None,
+                env=minimal_env(child_dir), cwd=self.workdir if not namespaced else "/",
+                pass_fds=(to_child_r, from_child_w), start_new_session=True,
             )
         except BaseException:
             for fd in (self._to_child, self._from_child):
@@ -84,27 +148,41 @@ class SandboxProcess:
             os.close(to_child_r)
             os.close(from_child_w)
         self._readers = [
-            threading.Thread(target=self._drain, args=(name, stream), daemon=True)
+            threading.Thread(target=self._drain, args=(name, stream.fileno()), daemon=True)
             for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr))
+            if stream is not None
         ]
         for t in self._readers:
             t.start()
+        nproc = limits.max_processes
+        if isolation.uid is None and level != "userns":
+            nproc += count_tasks(os.getuid())  # RLIMIT_NPROC counts every thread of the trainer's uid
         cfg: dict[str, Any] = {
-            "program": program, "setup": setup_code, "workdir": self.workdir,
-            "namespaces": level == "namespaces", "limits": limits.as_dict(),
-            "uid": isolation.uid if level == "namespaces" else None, "gid": isolation.gid,
-            "tmpfs_mb": limits.tmpfs_mb, **mount_plan(isolation.hide),
+            **settings, "mode": mode, "level": level, "layers": list(isolation.layers),
+            "binding_paths": list(isolation.binding_paths), "libraries": dict(isolation.libraries),
+           "limits": limits.as_dict(), "nproc": nproc,
+            "uid": isolation.uid if level != "userns" else None, "gid": isolation.gid,
+            "tmpfs_mb": limits.tmpfs_mb, "stage": self.workdir, "workdir": child_dir,
+            "writable": child_dir, "read_only": read_only_paths(),
         }
         try:
-            self._send(cfg)
+            self.send(cfg)
         except BaseException:
             self.close()  # the child died before reading its settings: leave nothing behind
             raise
 
-    def _drain(self, name: str, stream: IO[bytes] | None) -> None:
-        assert stream is not None
+    def _drain(self, name: str, fd: int) -> None:
         buf = self._out[name]
-        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+        while not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.1)
+                if not ready:
+                    continue
+                chunk = os.read(fd, 65536)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
             if len(buf) < self.limits.output_bytes:
                 buf.extend(chunk[: self.limits.output_bytes - len(buf)])
             else:
@@ -115,7 +193,7 @@ class SandboxProcess:
     def output(self, name: str) -> str:
         return bytes(self._out[name]).decode("utf-8", errors="replace")
 
-    def _send(self, msg: dict[str, Any]) -> None:
+    def send(self, msg: dict[str, Any]) -> None:
         data = (json.dumps(msg) + "\n").encode()
         try:
             while data:
@@ -123,7 +201,7 @@ class SandboxProcess:
         except OSError as exc:
             raise SandboxDied(self._death_reason()) from exc
 
-    def _receive(self, timeout: float) -> dict[str, Any]:
+    def receive(self, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -145,6 +223,8 @@ class SandboxProcess:
             raise SandboxDied("garbled reply on the control pipe") from exc
         if not isinstance(msg, dict):
             raise SandboxDied("garbled reply on the control pipe")
+        if "setup_error" in msg:
+            raise SandboxSetupFailed(f"sandbox ({self.isolation.level}) could not be set up: {msg['setup_error']}")
         if "exit" in msg:
             self.exit_note = msg["exit"] if isinstance(msg["exit"], int) else None
             raise SandboxDied(self._death_reason())
@@ -167,19 +247,29 @@ class SandboxProcess:
             return f"killed by {name}"
         return f"program exited with status {code}"
 
-    def start(self, timeout: float) -> list[str]:
-        """Wait until the program has been defined; return the callables it defined."""
-        msg = self._receive(timeout)
+    def start(self, timeout: float) -> dict[str, Any]:
+        """Wait for the ready message (a program's carries the callables it defined)."""
+        msg = self.receive(timeout)
         if not msg.get("ready"):
             raise SandboxDied(f"program failed to load: {msg.get('error', 'unknown')}")
-        names = msg.get("names")
-        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+        return msg
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        self._send(request)
-        return self._receive(timeout)
+        self.send(request)
+        return self.receive(timeout)
 
     def kill(self) -> None:
+        """Kill the process and everything it started (see the module docstring)."""
+        if self.isolation.level not in UNSHARE:
+            for _ in range(50):
+                below = descendants(self.proc.pid)
+                if not below:
+                    break
+                for pid in below:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -191,13 +281,12 @@ class SandboxProcess:
         self._closed = True
         self.kill()
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        if self.isolation.level == "uid" and self.isolation.uid is not None:
-            sweep_uid(self.isolation.uid, self.isolation.gid)
+        self._stop.set()
         for t in self._readers:
-            t.join(timeout=5)
+            t.join(timeout=1)
         for fd in (self._to_child, self._from_child):
             try:
                 os.close(fd)
@@ -207,17 +296,3 @@ class SandboxProcess:
             if stream is not None:
                 stream.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def sweep_uid(uid: int, gid: int | None) -> None:
-    """Without a PID namespace, escaped processes (``setsid`` + fork) survive the group kill: kill every
-    process of the program's dedicated uid, as that uid (``kill(-1)`` spares the caller only)."""
-    setpriv = shutil.which("setpriv")
-    kill = shutil.which("kill")
-    if not setpriv or not kill:
-        return
-    subprocess.run(
-        [setpriv, f"--reuid={uid}", f"--regid={gid if gid is not None else uid}", "--clear-groups",
-         kill, "-KILL", "-1"],
-        capture_output=True, timeout=10, env={}, check=False,
-    )

@@ -1,0 +1,80 @@
+"""A Slurm site as a plan records it: partition, GRES spelling, limits, set-up lines.
+
+Where profiles come from (built-ins, ``~/.config/gputrain/clusters.yaml``) is
+``gputrain.hardware.clusters``; this module is only the model, so a plan can carry one without YAML.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+GresStyle = Literal["typed", "plain", "gpus-per-node"]
+# Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
+_TIME_RE = re.compile(r"\A(\d+-)?\d{1,3}:\d{2}:\d{2}\Z")
+#: A value sbatch reads from an ``#SBATCH`` line (no shell parses it): plain words only.
+WORD_RE = re.compile(r"\A[A-Za-z0-9_@%+=:,./-]+\Z")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class ClusterProfile(BaseModel):
+    """One Slurm site. Values are rendered into ``#SBATCH`` lines (checked there); nothing here is a secret."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    gpu: str | None = Field(default=None, description="canonical catalog GPU name, e.g. V100-32GB")
+    gpus_per_node: int = Field(default=1, ge=0)
+    gres_type: str | None = None
+    gres_style: GresStyle = "typed"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    memory_gb: int | None = Field(default=None, ge=1)
+    max_time: str | None = "12:00:00"
+    cpus_per_gpu: int | None = Field(default=None, ge=1)
+    setup: list[str] = Field(default_factory=list)
+    sbatch_extra: list[str] = Field(default_factory=list)
+    signal_seconds: int = Field(default=120, ge=0)
+    max_requeues: int = Field(default=3, ge=0)
+
+    @field_validator("max_time")
+    @classmethod
+    def _check_time(cls, value: str | None) -> str | None:
+        if value is not None and not _TIME_RE.match(value):
+            raise ValueError(f"max_time {value!r} is not HH:MM:SS (or D-HH:MM:SS)")
+        return value
+
+    @field_validator("name", "gpu", "gres_type", "partition", "account", "qos", "constraint")
+    @classmethod
+    def _plain_word(cls, value: str | None) -> str | None:
+        """These end up in ``#SBATCH`` lines, which sbatch (not a shell) parses: plain words only."""
+        if value is not None and not WORD_RE.match(value):
+            raise ValueError(f"{value!r} may only hold letters, digits and _@%+=:,./- (no spaces, quotes or "
+                             "line breaks)")
+        return value
+
+    @field_validator("description", "setup", "sbatch_extra")
+    @classmethod
+    def _single_lines(cls, value: str | list[str]) -> str | list[str]:
+        for line in [value] if isinstance(value, str) else value:
+            found = _CONTROL_RE.search(line)
+            if found:
+                raise ValueError(f"{line[:60]!r} holds the control character {found.group()!r}; use one line per "
+                                 "entry")
+        return value
+
+    def gres_option(self, gpus: int) -> str | None:
+        """The sbatch option asking for ``gpus`` GPUs per node in this site's spelling (None: no GPUs)."""
+        if gpus <= 0:
+            return None
+        if self.gres_style == "gpus-per-node":
+            kind = f"{self.gres_type}:" if self.gres_type else ""
+            return f"--gpus-per-node={kind}{gpus}"
+        if self.gres_style == "typed" and self.gres_type:
+            return f"--gres=gpu:{self.gres_type}:{gpus}"
+        return f"--gres=gpu:{gpus}"

@@ -1,0 +1,45 @@
+"""``$GPUTRAIN_HOME`` (default ``~/.local/share/gputrain``) and the only way to name a path inside it.
+
+Names that come from outside (a pod name from RunPod's API, a job name) are data: they become one path
+component each, are checked against a strict pattern (no ``/``, no leading ``.`` or ``-``, no control
+characters) and the result is resolved and checked to stay inside the home before anything is created or
+deleted there. ``runpod down`` with a pod named ``../../x`` must not remove ``~/x``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gputrain.errors import UserError
+
+_NAME_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+
+
+class UnsafeNameError(UserError):
+    """A name from outside cannot be used as a path component (exit code 2)."""
+
+
+def gputrain_home() -> Path:
+    home = os.environ.get("GPUTRAIN_HOME")
+    return Path(home).expanduser() if home else Path("~/.local/share/gputrain").expanduser()
+
+
+def safe_name(name: str, what: str = "name") -> str:
+    """``name`` if it is a plain name (letters, digits, ``_ . -``; not starting with ``.`` or ``-``)."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        shown = repr(name)[:60]
+        raise UnsafeNameError(f"{what} {shown} is not a plain name (letters, digits, '_', '.', '-')")
+    return name
+
+
+def under_home(*parts: str, what: str = "name") -> Path:
+    """``$GPUTRAIN_HOME/part/part...``, each part a plain name, resolved and checked to stay inside."""
+    home = gputrain_home()
+    path = home.joinpath(*(safe_name(p, what) for p in parts))
+    root = home.resolve()
+    resolved = path.resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UnsafeNameError(f"{what} {'/'.join(parts)!r} leads outside {home}")
+    return path

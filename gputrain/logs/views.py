@@ -1,0 +1,79 @@
+"""Parts of a summary computed from the metric table and the causes: per-metric entries with "best" only
+where it means something, the RL view (reward, components, completion length), the traceback to show, and
+the metrics worth a curve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputrain.logs.catalog import group_rank, metric_info
+from gputrain.logs.stats import MetricTable
+
+SCHEDULER_FAILURES = frozenset({"TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE"})
+
+
+def metric_entry(key: str, table: MetricTable, rl: bool = False) -> dict[str, Any]:
+    """first/last/min/max/median for every metric; "best" only where the catalog knows which way is better.
+
+    In an RL run the training "loss" is the policy-gradient surrogate (it can be negative, and lower is not
+    better): it gets no best; rewards say how the run goes.
+    """
+    stats = table.metrics[key]
+    info = metric_info(key)
+    policy_loss = rl and info.group == "loss" and not key.startswith(("eval", "val"))
+    best = None if policy_loss else stats.best(key)
+    return {
+        "first": stats.first[1],
+        "last": stats.last[1],
+        "last_step": stats.last[0],
+        "min": stats.lo[1],
+        "max": stats.hi[1],
+        "best": best[1] if best else None,
+        "best_step": best[0] if best else None,
+        "better": None if policy_loss else info.better,
+        "group": info.group,
+        "unit": info.unit,
+        "count": stats.count,
+        "median": stats.median(),
+    }
+
+
+def rl_view(table: MetricTable) -> dict[str, Any] | None:
+    """Reward, each reward component and completion length (TRL: rewards/<fn>/mean; verl: critic/score)."""
+    keys = table.metrics
+    components = {
+        k.split("/")[1]: keys[k].last[1] for k in keys if k.startswith("rewards/") and k.endswith("/mean")
+    }
+    reward_key = next((k for k in ("reward", "reward_mean", "critic/score/mean", "critic/rewards/mean") if k in keys),
+                      None)
+    length_key = next((k for k in ("completions/mean_length", "response_length/mean") if k in keys), None)
+    if reward_key is None and not components:
+        return None
+    return {
+        "reward": keys[reward_key].last[1] if reward_key else None,
+        "reward_key": reward_key,
+        "components": components,
+        "completion_length": keys[length_key].last[1] if length_key else None,
+        "clipped_ratio": keys["completions/clipped_ratio"].last[1] if "completions/clipped_ratio" in keys else None,
+    }
+
+
+def traceback_for(why: dict[str, Any] | None, tracebacks: list[dict[str, Any]]) -> str | None:
+    """The traceback behind the root cause (same rank and exception), else the first non-launcher one."""
+    if not tracebacks:
+        return None
+    if why is not None and why.get("exception"):
+        for entry in tracebacks:
+            if entry.get("rank") == why.get("rank") and why["exception"] in entry["text"][-2000:]:
+                return str(entry["text"])
+    if why is None or why["kind"] in ("exception", "cuda_oom", "nccl", "nccl_timeout", "exit_code"):
+        real = [t for t in tracebacks if "ChildFailedError" not in t["text"][-300:]]
+        return str((real or tracebacks)[0]["text"])
+    return None
+
+
+def curve_keys(table: MetricTable, limit: int = 12) -> list[str]:
+    """Metrics worth a curve, by group (losses, rewards, completions, lr, throughput...), skipping epoch/time."""
+    keys = [k for k in table.metrics if k not in ("epoch", "time") and table.metrics[k].count > 1]
+    keys.sort(key=group_rank)
+    return keys[:limit]

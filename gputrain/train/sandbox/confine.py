@@ -1,0 +1,235 @@
+"""Child side: confine this process before it runs model-written code (stdlib only, plus the bindings).
+
+The trainer starts the child with ``python -I -S`` (no site-packages) and passes this file's source in, so
+nothing here imports gputrain. What each layer does, in the order :func:`confine` applies them:
+
+- ``build_root`` (namespace levels): a new root made of an empty tmpfs, with only the system folders, the
+  interpreter and a few ``/dev`` nodes bind-mounted read-only, a private size-limited ``/tmp`` as the only
+  writable place, then ``pivot_root`` and the old root detached. An allowlist: the job folder, homes,
+  ``~/.ssh``, site-packages and the project simply do not exist inside.
+- ``drop``: a dedicated uid (trainer is root), or, in an unprivileged user namespace, every capability
+  dropped for good (bounding set emptied, securebits locked so an ``exec`` cannot regain them).
+- ``limit``: rlimits (CPU, address space, file size, processes, open files, no core dumps).
+- ``landlock`` (Landlock LSM, through ``landlockpy``): the same allowlist enforced by the kernel on paths,
+  no TCP, and, with ABI >= 6, no signals to and no abstract sockets of processes outside the sandbox.
+  Landlock also forbids ptrace of (and reading ``/proc/<pid>/environ`` of) any process outside it.
+- ``seccomp`` (libseccomp, through ``pyseccomp``): no sockets at all, no ptrace or cross-process memory
+  access, no SysV IPC, no io_uring, no keyrings, no mounts; without Landlock's signal scope, ``kill`` only
+  to the program's own process group.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import resource
+from typing import Any
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+MNT_DETACH = 2
+PR_SET_NO_NEW_PRIVS, PR_SET_SECUREBITS, PR_CAPBSET_DROP, PR_CAP_AMBIENT = 38, 28, 24, 47
+PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
+SECURE_ALL_BITS_LOCKED = 0x3F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and their locks
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "riscv64": 41, "s390x": 217}
+DEV_NODES = ("null", "zero", "full", "random", "urandom")
+#: Syscalls refused with EPERM (the program sees an ordinary error, not a crash).
+SECCOMP_DENY = (
+    "socket", "socketpair", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
+    "msgget", "msgsnd", "msgrcv", "msgctl", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+    "mount", "umount2", "pivot_root", "chroot", "setns", "move_mount", "open_tree", "fsopen", "fsmount",
+    "fsconfig", "mount_setattr", "unshare", "reboot", "kexec_load", "init_module", "finit_module",
+    "delete_module", "swapon", "swapoff", "acct", "quotactl", "syslog",
+)
+SIGNAL_SYSCALLS = ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal")
+
+
+class ConfineError(Exception):
+    """A layer the trainer asked for could not be applied: the program must not run."""
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise ConfineError(f"{what}: {os.strerror(err)}")
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    rc = _libc().mount(
+        src.encode() if src else None, target.encode(), fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags), data.encode() if data else None,
+    )
+    _check(rc, f"mount {target}")
+
+
+def _kept_flags(path: str) -> int:
+    """Flags of the mount under ``path`` that a user namespace may not clear when remounting read-only."""
+    st = os.statvfs(path)
+    out = 0
+    for vfs, ms in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+                    (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+                    (os.ST_RELATIME, MS_RELATIME)):
+        if st.f_flag & vfs:
+            out |= ms
+    return out
+
+
+def _bind(source: str, target: str, *, readonly: bool) -> None:
+    _mount(source, target, None, MS_BIND | MS_REC)
+    if readonly:
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | _kept_flags(target))
+
+
+def _place(new_root: str, path: str) -> str:
+    """Create the mount point for ``path`` inside the new root (a folder, or an empty file)."""
+    target = new_root + path
+    if os.path.isdir(path):
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        with open(target, "a"):
+            pass
+    return target
+
+
+def build_root(cfg: dict[str, Any]) -> None:
+    """Pivot into a root that holds only what ``cfg['read_only']`` lists, plus /dev nodes and /tmp."""
+    new_root = cfg["stage"]
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    for path in cfg["read_only"]:
+        if os.path.islink(path) and os.path.dirname(path) == "/":  # merged /usr: /bin -> usr/bin
+            os.symlink(os.readlink(path), new_root + path)
+        elif os.path.exists(path):
+            _bind(path, _place(new_root, path), readonly=True)
+    os.makedirs(new_root + "/dev", mode=0o755)
+    for name in DEV_NODES:
+        if os.path.exists(f"/dev/{name}"):
+            _bind(f"/dev/{name}", _place(new_root, f"/dev/{name}"), readonly=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new_root}/dev/{name}")
+    os.makedirs(new_root + "/tmp", mode=0o755)
+    owner = f"uid={cfg['uid'] or 0},gid={cfg['gid'] or 0}"
+    _mount("tmpfs", new_root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmpfs_mb']}m,mode=0700,{owner}")
+    os.chdir(new_root)
+    number = PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise ConfineError(f"pivot_root: unknown syscall number on {platform.machine()}")
+    _check(_libc().syscall(number, b".", b"."), "pivot_root")
+    _check(_libc().umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def drop(cfg: dict[str, Any]) -> None:
+    """Give up privilege for good: a dedicated uid, or (user namespace) every capability."""
+    libc = _libc()
+    if cfg.get("uid") is not None and os.getuid() == 0 and cfg["level"] != "userns":
+        os.setgroups([])
+        os.setgid(cfg["gid"])
+        os.setuid(cfg["uid"])
+    elif cfg["level"] == "userns":
+        _check(libc.prctl(PR_SET_SECUREBITS, SECURE_ALL_BITS_LOCKED, 0, 0, 0), "lock securebits")
+        for cap in range(64):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                break  # past the last capability this kernel knows
+        libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+        data = (ctypes.c_uint32 * 6)()
+        _check(libc.capset(header, data), "drop capabilities")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def limit(cfg: dict[str, Any]) -> None:
+    lim = cfg["limits"]
+    mb = 1024 * 1024
+    for res, value in (
+        (resource.RLIMIT_CPU, lim["cpu_seconds"]),
+        (resource.RLIMIT_AS, lim["memory_mb"] * mb),
+        (resource.RLIMIT_FSIZE, lim["file_size_mb"] * mb),
+        (resource.RLIMIT_NPROC, cfg["nproc"]),
+        (resource.RLIMIT_NOFILE, 64),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(res, (value, value))
+
+
+def landlock(cfg: dict[str, Any]) -> bool:
+    """Apply the Landlock allowlist; True when signals are scoped too (ABI >= 6)."""
+    import landlockpy as ll
+
+    read = ll.AccessFS.READ_FILE | ll.AccessFS.READ_DIR | ll.AccessFS.EXECUTE
+    with ll.Ruleset(scoped=ll.Scope.SIGNAL | ll.Scope.ABSTRACT_UNIX_SOCKET) as rules:
+        for path in cfg["read_only"]:
+            if os.path.exists(path):
+                rules.allow_path(path, read if os.path.isdir(path) else ll.AccessFS.READ_FILE
+                                 | ll.AccessFS.EXECUTE)
+        for name in DEV_NODES:
+            if os.path.exists(f"/dev/{name}"):
+                rules.allow_path(f"/dev/{name}", ll.AccessFS.READ_FILE | ll.AccessFS.WRITE_FILE)
+        rules.allow_path(cfg["writable"], ll.fs_for_abi(rules.abi_version) & ~ll.AccessFS.IOCTL_DEV)
+        rules.restrict()
+        return bool(rules.scoped & ll.Scope.SIGNAL)
+
+
+def seccomp(signals_scoped: bool) -> None:
+    import errno
+
+    import pyseccomp as sc
+
+    flt = sc.SyscallFilter(sc.ALLOW)
+    deny = sc.ERRNO(errno.EPERM)
+    for name in SECCOMP_DENY:
+        try:
+            flt.add_rule(deny, name)
+        except (OSError, ValueError):
+            pass  # a syscall this architecture does not have
+    if not signals_scoped:
+        for name in SIGNAL_SYSCALLS:
+            flt.add_rule(deny, name)
+        flt.add_rule(deny, "kill", sc.Arg(0, sc.NE, 0))
+    flt.load()
+
+
+def preload(cfg: dict[str, Any]) -> None:
+    """Import the bindings while site-packages is still visible (before ``build_root`` hides it)."""
+    import sys
+
+    for path in reversed(cfg.get("binding_paths", [])):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    if "landlock" in cfg["layers"]:
+        import landlockpy  # noqa: F401
+    if "seccomp" in cfg["layers"]:
+        import ctypes.util
+
+        # pyseccomp looks libc and libseccomp up at import (a subprocess each): use what the trainer found.
+        known, lookup = cfg.get("libraries", {}), ctypes.util.find_library
+        ctypes.util.find_library = lambda name: known.get(name) or lookup(name)
+        try:
+            import pyseccomp  # noqa: F401
+        finally:
+            ctypes.util.find_library = lookup
+
+
+def become_reaper() -> None:
+    """Orphans of the program (a double-forked daemon) become our children, so the trainer can find them."""
+    _check(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "child subreaper")
+
+
+def confine_program(cfg: dict[str, Any]) -> None:
+    """Everything after the fork, in the process that will run the program."""
+    drop(cfg)
+    limit(cfg)
+    scoped = landlock(cfg) if "landlock" in cfg["layers"] else False
+    if "seccomp" in cfg["layers"]:
+        seccomp(scoped)
