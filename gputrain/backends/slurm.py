@@ -38,6 +38,7 @@ from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
+    from gputrain.render.sbatch import SubmitOptions
 
 _TIMEOUT_S = 90.0
 
@@ -96,7 +97,8 @@ class PreparedJob:
 
 
 def prepare_job(
-    plan: JobPlan, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None
+    plan: JobPlan, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None,
+    options: SubmitOptions | None = None,
 ) -> PreparedJob:
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
@@ -105,7 +107,7 @@ def prepare_job(
 
     logs_dir = Path(logs_dir).absolute()
     plan = plan.model_copy(update={"artifacts": {**plan.artifacts, "job.sbatch": "job.sbatch"}})
-    inputs = SbatchInputs.here(plan, logs_dir=str(logs_dir), stamp=STAMP_MARK, debug=debug)
+    inputs = SbatchInputs.here(plan, logs_dir=str(logs_dir), stamp=STAMP_MARK, debug=debug, options=options)
     files = {
         "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
@@ -296,15 +298,25 @@ class SlurmBackend(Backend):
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
         return [updated.get(r.job_id, r) for r in records]
 
-    def cancel(self, job_id: str) -> str:
+    def cancel(self, job_id: str, *, requeue: bool = False) -> str:
         """scancel a job gputrain submitted; returns its state after. A job Slurm reports as ended is left
-        alone (its state recorded): scancel on it would answer 0 and say nothing."""
+        alone (its state recorded): scancel on it would answer 0 and say nothing.
+
+        ``requeue``: instead of ending it, ask a running job to checkpoint and go back to the queue (the stop
+        request of the job-state contract, cause ``requested``); returns RUNNING (it stops at its next step).
+        """
         record = self.registry.find(slurm_job_id(job_id))
         if record is None or record.backend != "slurm":
             raise UserError(f"no Slurm job {job_id} in the registry: gputrain cancels only jobs it submitted")
         current = self.status(job_id)
-        if current.state in FINAL_STATES:
+        if current.state in jobstate.ENDED_STATES:
             return current.state
+        if requeue:
+            if current.state != jobstate.RUNNING or not record.job_dir:
+                raise UserError(f"job {job_id} is {current.state}: only a running job can be checkpointed and "
+                                "requeued (cancel it without --requeue)")
+            jobstate.write_stop_request(record.job_dir, "requested")
+            return jobstate.RUNNING
         if record.job_dir:
             jobstate.write_cancel_marker(record.job_dir, "gputrain cancel")  # the job script must not requeue
         proc = run_slurm(["scancel", "--", job_id])

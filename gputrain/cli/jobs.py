@@ -151,15 +151,19 @@ def status(
 
 def cancel(
     job: Annotated[str, typer.Argument(help="job id (4242, local-3, a pod name), job folder, or job name")],
+    requeue: Annotated[bool, typer.Option(
+        "--requeue", help="Slurm: checkpoint at the next step and go back to the queue instead of ending")] = False,
 ) -> None:
     """Cancel a pending or running job, on whichever backend runs it.
 
-    A local job ends with every process it started; a Slurm job is scancel'ed; a RunPod job's pod is
-    terminated. A job that has already ended is left as it is (exit code 0).
+    A local job ends with every process it started; a Slurm job is scancel'ed (it ends CANCELLED and is
+    never requeued); a RunPod job's pod is terminated. A job that has already ended is left as it is
+    (exit code 0, said so). --requeue asks a running Slurm job to checkpoint and requeue itself instead.
 
     \b
     Examples:
       gputrain cancel 4242
+      gputrain cancel 4242 --requeue
       gputrain cancel local-3
     """
     from gputrain.backends.table import backend_of
@@ -169,6 +173,15 @@ def cancel(
     record = find_job(registry, job)
     if record.state in FINAL_STATES:
         print(f"job {record.job_id} already {record.state}: nothing to cancel")
+        return
+    if requeue:
+        from gputrain.backends.slurm import SlurmBackend
+
+        backend = backend_of(record, registry)
+        if not isinstance(backend, SlurmBackend):
+            raise UserError(f"--requeue: job {record.job_id} runs on {record.backend}; only Slurm jobs requeue")
+        backend.cancel(record.job_id, requeue=True)
+        print(f"job {record.job_id}: asked to checkpoint at its next step and requeue")
         return
     state = backend_of(record, registry).cancel(record.job_id)
     if state == "CANCELLED":

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 GresStyle = Literal["typed", "plain", "gpus-per-node"]
+StopSignal = Literal["USR1", "USR2"]
 # Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
 _TIME_RE = re.compile(r"\A(\d+-)?\d{1,3}:\d{2}:\d{2}\Z")
 #: A value sbatch reads from an ``#SBATCH`` line (no shell parses it): plain words only.
@@ -40,7 +41,11 @@ class ClusterProfile(BaseModel):
     setup: list[str] = Field(default_factory=list)
     sbatch_extra: list[str] = Field(default_factory=list)
     signal_seconds: int = Field(default=120, ge=0)
-    max_requeues: int = Field(default=3, ge=0)
+    signal: StopSignal = Field(default="USR1", description="what Slurm sends signal_seconds before the time "
+                               "limit (--signal=B:SIG@N); USR2 when the user's code uses USR1")
+    max_requeues: int = Field(default=3, ge=0, description="requeues after a preemption")
+    max_timeout_requeues: int = Field(default=0, ge=0, description="requeues after the time limit (0: the job "
+                                      "ends TIMEOUT, checkpointed)")
 
     @field_validator("max_time")
     @classmethod

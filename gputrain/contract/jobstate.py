@@ -10,8 +10,19 @@ The folder contract (``<logs>/<recipe>_job_<id>_<stamp>/``):
 - ``plan.json`` (:mod:`gputrain.contract.plan`), ``training_output.log``, ``metrics.jsonl``, ``checkpoints/``;
 - ``PREEMPTED`` (:data:`PREEMPTED_MARKER`): the training stopped at a step boundary after SIGUSR1/SIGTERM,
   checkpointed and exited :data:`REQUEUE_EXIT_CODE`; the job script may requeue it. JSON: step, signal, time.
-- ``CANCELLED`` (:data:`CANCELLED_MARKER`): a user asked gputrain to cancel the job; written *before* the
-  signal, so the job script does not requeue it and every reader calls it CANCELLED. JSON: by, time.
+- ``CANCELLED`` (:data:`CANCELLED_MARKER`): a user asked to cancel the job (``gputrain cancel`` writes it
+  *before* the signal; the Slurm job script writes it when SIGTERM reaches it); never requeued, CANCELLED for
+  every reader. JSON: by, time.
+- ``STOP_REQUEST`` (:data:`STOP_REQUEST_FILE`): why the job is asked to stop, written *before* any signal by
+  the Slurm job script (on its preemption signal) or by ``gputrain cancel --requeue``. The workers poll it at
+  every step boundary, so a request that arrives before their signal handlers exist is deferred, never lost,
+  and no launcher has to pass a signal on. JSON: cause (:data:`STOP_CAUSES`), signal, time.
+- ``TIMEOUT`` (:data:`TIMEOUT_MARKER`): the job checkpointed at its time limit and was not requeued (the
+  profile's ``max_timeout_requeues``): TIMEOUT for every reader although it exited by itself.
+
+Requeue rule per cause (the Slurm job script applies it): ``cancelled`` never; ``preemption`` up to
+``max_requeues``; ``time_limit`` up to ``max_timeout_requeues`` (0 by default); ``requested`` (``gputrain
+cancel --requeue``) always.
 """
 
 from __future__ import annotations
@@ -28,7 +39,11 @@ REQUEUE_EXIT_CODE = 75
 
 PREEMPTED_MARKER = "PREEMPTED"
 CANCELLED_MARKER = "CANCELLED"
-MARKERS = (PREEMPTED_MARKER, CANCELLED_MARKER)
+TIMEOUT_MARKER = "TIMEOUT"
+STOP_REQUEST_FILE = "STOP_REQUEST"
+MARKERS = (PREEMPTED_MARKER, CANCELLED_MARKER, TIMEOUT_MARKER)
+STOP_CAUSES = ("preemption", "time_limit", "requested")
+"""Why a job is asked to checkpoint and stop (the ``cause`` of :data:`STOP_REQUEST_FILE`)."""
 
 PENDING, RUNNING, REQUEUED = "PENDING", "RUNNING", "REQUEUED"
 COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED = "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"
@@ -71,8 +86,8 @@ def end_state(exit_code: int | None, markers: Iterable[str] = (), facts: Backend
 
     Order: exit 0 is COMPLETED (a stale marker of an earlier attempt does not undo a resumed run that
     finished); a user's cancel wins over PREEMPTED (the runtime checkpoints on any SIGTERM, so a cancelled run
-    also leaves PREEMPTED and exits 75); a lost runner is LOST; the scheduler's or the log's time limit is
-    TIMEOUT; a PREEMPTED marker, exit 75 or the scheduler's preemption is PREEMPTED; any other code FAILED.
+    also leaves PREEMPTED and exits 75); a lost runner is LOST; the scheduler's or the log's time limit, or the
+    TIMEOUT marker (checkpointed at the limit, not requeued), is TIMEOUT; a PREEMPTED marker, exit 75 or the scheduler's preemption is PREEMPTED; any other code FAILED.
     """
     facts = facts or BackendFacts()
     present = frozenset(markers)
@@ -85,7 +100,7 @@ def end_state(exit_code: int | None, markers: Iterable[str] = (), facts: Backend
         return Ending(CANCELLED, "cancelled (the scheduler says so)")
     if facts.connection_lost and exit_code is None:
         return Ending(LOST, "the connection to the job was lost before it reported an exit code")
-    if sched == TIMEOUT or "time_limit" in causes:
+    if sched == TIMEOUT or "time_limit" in causes or TIMEOUT_MARKER in present:
         return Ending(TIMEOUT, "time limit reached")
     if PREEMPTED_MARKER in present or exit_code == REQUEUE_EXIT_CODE or sched == PREEMPTED or "preempted" in causes:
         return Ending(PREEMPTED, "checkpointed and stopped for a requeue (preemption signal)")
@@ -114,3 +129,24 @@ def write_cancel_marker(job_dir: str | os.PathLike[str], by: str) -> None:
         write_atomic(Path(job_dir) / CANCELLED_MARKER, json.dumps({"by": by, "time": time.time()}) + "\n")
     except OSError:
         pass
+
+
+def write_stop_request(job_dir: str | os.PathLike[str], cause: str, signal: str = "") -> None:
+    """Ask the job's workers to checkpoint and stop at their next step (``cause`` from :data:`STOP_CAUSES`)."""
+    from gputrain.atomic import write_atomic
+
+    if cause not in STOP_CAUSES:
+        raise ValueError(f"unknown stop cause {cause!r}")
+    info = {"cause": cause, "signal": signal, "time": time.time()}
+    write_atomic(Path(job_dir) / STOP_REQUEST_FILE, json.dumps(info) + "\n")
+
+
+def read_stop_request(job_dir: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The pending stop request of ``job_dir`` (None: none, or not readable yet)."""
+    try:
+        data = json.loads((Path(job_dir) / STOP_REQUEST_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {"cause": str(data.get("cause") or "preemption"), "signal": str(data.get("signal") or "")}

@@ -13,7 +13,8 @@ the profile's. ``#SBATCH`` lines are parsed by sbatch, not a shell, so they carr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gputrain import __version__
@@ -27,6 +28,79 @@ if TYPE_CHECKING:
 
 REQUEUE_EXIT_CODE = jobstate.REQUEUE_EXIT_CODE
 """The training's "checkpointed, run me again" exit code (the job-folder contract; train/ is an island)."""
+
+
+MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+              "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
+_NAME_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
+_BEGIN_RE = re.compile(r"\A(now(\+[0-9]{1,6}(seconds|minutes|hours|days|weeks)?)?|"
+                       r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?)?|[0-9]{2}:[0-9]{2}(:[0-9]{2})?|"
+                       r"midnight|noon|teatime|today|tomorrow)\Z")
+_MAIL_RE = re.compile(r"\A[A-Za-z0-9_.+-]{1,64}(@[A-Za-z0-9.-]{1,190})?\Z")
+_JOB_ID_RE = re.compile(r"\A[0-9]{1,12}(_[0-9]{1,8})?\Z")
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """Per-submit sbatch options (``gputrain submit --account ... --after 4242``), over the cluster profile's.
+
+    Validated here, where they become ``#SBATCH`` words: no ``%`` (sbatch expands it in some options), no
+    spaces, quotes or control characters; each a one-line error naming the option (exit 2).
+    """
+
+    account: str | None = None
+    qos: str | None = None
+    partition: str | None = None
+    reservation: str | None = None
+    exclusive: bool = False
+    mail_type: tuple[str, ...] = ()
+    mail_user: str | None = None
+    begin: str | None = None
+    after: tuple[str, ...] = ()
+    after_ok: tuple[str, ...] = ()
+    signal: str | None = None
+
+    def __post_init__(self) -> None:
+        for opt in ("account", "qos", "partition", "reservation"):
+            value = getattr(self, opt)
+            if value is not None and not _NAME_RE.match(value):
+                _bad(opt, value, "letters, digits and _.- only")
+        for kind in self.mail_type:
+            if kind.upper() not in MAIL_TYPES:
+                _bad("mail-type", kind, "one of " + ", ".join(MAIL_TYPES))
+        if self.mail_user is not None and not _MAIL_RE.match(self.mail_user):
+            _bad("mail-user", self.mail_user, "an address like user@example.org")
+        if self.begin is not None and not _BEGIN_RE.match(self.begin):
+            _bad("begin", self.begin, "now+1hours, 2026-01-31T08:00, 16:00, tomorrow...")
+        for opt, ids in (("after", self.after), ("after-ok", self.after_ok)):
+            for job in ids:
+                if not _JOB_ID_RE.match(job):
+                    _bad(opt, job, "a Slurm job id such as 4242 or 4242_3")
+        if self.signal is not None and self.signal not in ("USR1", "USR2"):
+            _bad("signal", self.signal, "USR1 or USR2")
+
+    def directives(self) -> list[str]:
+        """The ``#SBATCH`` words these options add (partition/account/qos replace the profile's)."""
+        out = [f"--{opt}={getattr(self, opt)}" for opt in ("reservation",) if getattr(self, opt)]
+        if self.exclusive:
+            out.append("--exclusive")
+        if self.mail_type:
+            out.append("--mail-type=" + ",".join(k.upper() for k in self.mail_type))
+        if self.mail_user:
+            out.append(f"--mail-user={self.mail_user}")
+        if self.begin:
+            out.append(f"--begin={self.begin}")
+        deps = [f"afterany:{':'.join(self.after)}"] if self.after else []
+        deps += [f"afterok:{':'.join(self.after_ok)}"] if self.after_ok else []
+        if deps:
+            out.append("--dependency=" + ",".join(deps))
+        return out
+
+
+def _bad(option: str, value: str, expected: str) -> None:
+    from gputrain.errors import UserError
+
+    raise UserError(f"--{option} {value[:60]!r}: expected {expected}")
 
 
 @dataclass(frozen=True)
@@ -46,10 +120,11 @@ class SbatchInputs:
     python: str
     debug: bool = False
     version: str = __version__
+    options: SubmitOptions = field(default_factory=lambda: SubmitOptions())
 
     @classmethod
     def here(cls, plan: JobPlan, *, logs_dir: str = "logs", stamp: str | None = None,
-             debug: bool = False) -> SbatchInputs:
+             debug: bool = False, options: SubmitOptions | None = None) -> SbatchInputs:
         """Inputs for submitting from this process: its working directory, the current time, and the
         interpreter (``python`` after a cluster's set-up lines, which load their own environment)."""
         import os
@@ -59,6 +134,7 @@ class SbatchInputs:
         return cls(
             logs_dir=logs_dir, workdir=os.getcwd(), stamp=stamp or time.strftime("%Y%m%d_%H%M%S"),
             python=default_python(plan.cluster, sys.executable), debug=debug,
+            options=options or SubmitOptions(),
         )
 
 
@@ -73,11 +149,15 @@ def _seconds(hms: str) -> int:
     return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
 
 
-def _directive(what: str, value: Any) -> str:
-    """#SBATCH lines are parsed by sbatch, not a shell: only plain words can be carried safely."""
+def _directive(what: str, value: Any, *, path: bool = False) -> str:
+    """#SBATCH lines are parsed by sbatch, not a shell: only plain words can be carried safely. In a path
+    (``--output``, ``--chdir``) sbatch also expands ``%j``/``%u``...: a ``%`` there is refused too."""
     text = str(value)
     if not WORD_RE.match(text):
         raise ClusterProfileError(f"{what} {text!r} has characters an #SBATCH line cannot carry (spaces, quotes...)")
+    if path and "%" in text:
+        raise ClusterProfileError(f"{what} {text!r} holds '%', which sbatch would expand (%j, %u...); "
+                                  "use a path without it")
     return text
 
 
@@ -86,41 +166,81 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
     profile = plan.cluster or ClusterProfile(name="default")
     res = plan.recipe.resources
     gpus, nodes = plan.gpus_per_node, plan.nodes
-    time = res.time
-    if profile.max_time and _seconds(time) > _seconds(profile.max_time):
-        time = profile.max_time
-    cpus = profile.cpus_per_gpu or res.cpus_per_gpu
+    shape = job_shape(plan)
+    time, cpus, memory = shape["time"], shape["cpus_per_gpu"], shape["memory_gb"]
     gres = None if plan.gpu.is_cpu else profile.gres_option(gpus)
+    opts = inputs.options
     site = [
-        f"--{opt}={_directive(opt, getattr(profile, opt))}"
+        f"--{opt}={_directive(opt, getattr(opts, opt, None) or getattr(profile, opt))}"
         for opt in ("partition", "account", "qos", "constraint")
-        if getattr(profile, opt)
+        if getattr(opts, opt, None) or getattr(profile, opt)
     ]
+    signal = opts.signal or profile.signal
     return {
         "cluster_name": profile.name,
-        "job_name": _directive("recipe name", plan.recipe.name),
+        "job_name": _directive("recipe name", plan.recipe.name, path=True),
         "nodes": nodes,
         "gpus_per_node": gpus,
         "ntasks_per_node": max(gpus, 1),
         "cpus_per_task": int(cpus),
         "gres_option": gres,
-        "memory_gb": res.memory_gb or profile.memory_gb,
+        "memory_gb": memory,
         "time": _directive("time", time),
+        "time_seconds": _seconds(time),
         "site_options": site,
+        "submit_options": opts.directives(),
         "sbatch_extra": list(profile.sbatch_extra),
         "setup": list(profile.setup),
         "signal_seconds": profile.signal_seconds,
+        "signal": signal,
+        "srun_wait": max(60, profile.signal_seconds),
         "max_requeues": profile.max_requeues,
+        "max_timeout_requeues": profile.max_timeout_requeues,
+        "stop_request_file": jobstate.STOP_REQUEST_FILE,
+        "timeout_marker": jobstate.TIMEOUT_MARKER,
         "requeue_exit_code": REQUEUE_EXIT_CODE,
         "preempted_marker": jobstate.PREEMPTED_MARKER,
         "cancelled_marker": jobstate.CANCELLED_MARKER,
-        "logs_dir": _directive("logs dir", inputs.logs_dir),
-        "workdir": _directive("working dir", inputs.workdir),
-        "stamp": _directive("stamp", inputs.stamp),
+        "logs_dir": _directive("logs dir", inputs.logs_dir, path=True),
+        "workdir": _directive("working dir", inputs.workdir, path=True),
+        "stamp": _directive("stamp", inputs.stamp, path=True),
         "python": inputs.python,
         "omp_threads": int(cpus),
         "debug": inputs.debug,
     }
+
+
+def job_shape(plan: JobPlan) -> dict[str, Any]:
+    """Time, CPUs per GPU and memory for ``plan`` on its cluster, one rule for every field: **the recipe
+    asks, the cluster profile caps**. The profile's ``max_time``, ``cpus_per_gpu`` and ``memory_gb`` are the
+    most a job may ask there; a recipe value over one is lowered to it (:func:`shape_warnings` says so), and
+    a value the recipe leaves unset (``memory_gb``) is the profile's."""
+    return {field: value for field, (value, _) in _shape(plan).items()}
+
+
+def shape_warnings(plan: JobPlan) -> list[str]:
+    """One line per recipe value the cluster profile capped (``submit`` prints them on stderr)."""
+    name = plan.cluster.name if plan.cluster else "default"
+    return [f"resources.{field} {asked} is over cluster {name!r}'s maximum {value}: the job asks for {value}"
+            for field, (value, asked) in _shape(plan).items() if asked is not None]
+
+
+def _shape(plan: JobPlan) -> dict[str, tuple[Any, Any]]:
+    """field → (value used, the recipe's value when it was capped, else None)."""
+    profile = plan.cluster or ClusterProfile(name="default")
+    res = plan.recipe.resources
+    out: dict[str, tuple[Any, Any]] = {}
+    capped = profile.max_time and _seconds(res.time) > _seconds(profile.max_time)
+    out["time"] = (profile.max_time, res.time) if capped else (res.time, None)
+    for field in ("cpus_per_gpu", "memory_gb"):
+        asked, most = getattr(res, field), getattr(profile, field)
+        if asked is None:
+            out[field] = (most, None)
+        elif most is not None and asked > most:
+            out[field] = (most, asked)
+        else:
+            out[field] = (asked, None)
+    return out
 
 
 def render_sbatch(plan: JobPlan, inputs: SbatchInputs) -> str:

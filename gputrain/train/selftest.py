@@ -77,6 +77,14 @@ def bandwidth(ctx: RunContext, sizes_mib: list[float], iterations: int) -> list[
     return results
 
 
+def _payload(ctx: RunContext, mib: float) -> torch.Tensor | None:
+    """``mib`` MiB of random bytes, the same on every attempt of this rank (seeded by rank)."""
+    if mib <= 0:
+        return None
+    gen = torch.Generator().manual_seed(7919 + ctx.rank)
+    return torch.randint(0, 256, (int(mib * (1 << 20)),), dtype=torch.uint8, generator=gen)
+
+
 def main(ctx: RunContext) -> int:
     algo = ctx.algorithm(SelftestAlgorithm)
     report = {
@@ -96,11 +104,17 @@ def main(ctx: RunContext) -> int:
     total = ctx.recipe.train.max_steps or 1  # a recipe giving train.epochs only: one checked step
     pause = algo.sleep_seconds / total
     state: dict[str, Any] = {"checked": 0}
+    payload = _payload(ctx, algo.checkpoint_mib)
     step, resumed_from = 0, None
     if (ckpt := ctx.checkpoints.restore(state)) is not None:
         step, resumed_from = ckpt.step, ckpt.step
         state["checked"] = ckpt.state["checked"]
+        if payload is not None:  # the whole payload came back: the save it was in completed
+            saved = ckpt.rank_state
+            if saved is None or not torch.equal(saved["payload"], payload):
+                raise GputrainError(f"rank {ctx.rank}: checkpoint payload of step {step} is not what was saved")
         ctx.print0(f"[selftest] resumed from checkpoint at step {step}")
+    rank_state = {"payload": payload} if payload is not None else None
     steps_this_run = 0
     while step < total:
         check_all_reduce(ctx, step)
@@ -111,8 +125,8 @@ def main(ctx: RunContext) -> int:
         ctx.metrics.log(step, allreduce_ok=1, busbw_gbps=bw[-1]["busbw_gbps"] if bw else 0.0)
         ctx.print0(f"[selftest] step {step}/{total} ok")
         if ctx.should_stop():
-            ctx.exit_for_requeue(step, state)
-        ctx.checkpoints.save(step, state)
+            ctx.exit_for_requeue(step, state, rank_state=rank_state)
+        ctx.checkpoints.save(step, state, rank_state=rank_state)
 
     if algo.fail:
         raise RuntimeError("selftest failing on purpose (algorithm.fail: true)")

@@ -12,3 +12,5 @@ class SelftestAlgorithm(BaseModel):
     iterations: int = Field(default=5, gt=0, description="timed all-reduces per size")
     fail: bool = Field(default=False, description="raise after the checks (to test failure handling)")
     sleep_seconds: float = Field(default=0.0, ge=0, description="idle time, to test cancel and preemption")
+    checkpoint_mib: float = Field(default=0.0, ge=0, le=65536, description="extra MiB each rank checkpoints "
+                                  "(random, checked on resume): a save that takes seconds, to test preemption")

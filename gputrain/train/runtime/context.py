@@ -74,6 +74,8 @@ class RunContext:
     preemption: PreemptionFlag
     args: list[str] = field(default_factory=list)  # argv left after --plan/--job-dir
     seed: int = 0
+    stop_after_steps: int | None = None  # GPUTRAIN_STOP_AFTER_STEPS
+    _steps_seen: int = 0
 
     @property
     def is_main(self) -> bool:
@@ -173,7 +175,16 @@ class RunContext:
         return DataLoader(shard, batch_size=batch_size, shuffle=False, **kwargs)
 
     def should_stop(self) -> bool:
-        """Collective: True on every rank once any rank got SIGUSR1/SIGTERM; call it once per step."""
+        """Collective: True on every rank once any rank got SIGUSR1/SIGUSR2/SIGTERM or the job folder holds a
+        stop request; call it once per step.
+
+        ``GPUTRAIN_STOP_AFTER_STEPS=N`` stops (checkpoint, exit 75) at the N-th call of this process: a run cut
+        into slices, and how the resume tests stop a training at an exact step.
+        """
+        self._steps_seen += 1
+        if self.stop_after_steps is not None and self._steps_seen >= self.stop_after_steps:
+            self.preemption.trigger("budget")
+        self.preemption.poll()
         code = rdist.max_int(self.preemption.code, self.device)
         self.preemption.adopt(code)
         return code > 0
@@ -186,11 +197,17 @@ class RunContext:
 
     def exit_for_requeue(self, step: int, state: dict[str, Any], rank_state: Any = None) -> NoReturn:
         """Checkpoint on all ranks, write PREEMPTED (rank 0), close, exit 75 so the job gets requeued."""
+        self.print0(f"[runtime] stop requested ({self.preemption.signal_name or 'peer'}): saving step {step}")
+        started = time.monotonic()
         self.checkpoints.save(step, state, rank_state=rank_state)
+        seconds = time.monotonic() - started
         if self.is_main:
-            info = {"step": step, "signal": self.preemption.signal_name or "peer", "time": time.time()}
+            info = {"step": step, "signal": self.preemption.signal_name or "peer",
+                    "cause": self.preemption.cause or "signal", "save_seconds": round(seconds, 3),
+                    "time": time.time()}
             atomic_write_text(self.job_dir / PREEMPTED_FILE, json.dumps(info) + "\n")
-            self.print0(f"[runtime] preempted at step {step} ({info['signal']}): checkpoint saved, exit 75")
+            self.print0(f"[runtime] preempted at step {step} ({info['signal']}): checkpoint saved in "
+                        f"{seconds:.1f}s, exit 75")
         self.close()
         sys.exit(REQUEUE_EXIT_CODE)
 
@@ -214,13 +231,22 @@ def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
 
 
+def _stop_after_steps() -> int | None:
+    text = os.environ.get("GPUTRAIN_STOP_AFTER_STEPS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise GputrainError(f"GPUTRAIN_STOP_AFTER_STEPS={text!r}: give a whole number of steps, 1 or more")
+    return int(text)
+
+
 def setup_run(argv: Sequence[str] | None = None) -> RunContext:
     ns, rest = _parse(argv)
     plan_path = Path(ns.plan)
     plan = load_job_plan(plan_path)
     job_dir = Path(ns.job_dir) if ns.job_dir else plan_path.parent
     train = plan.recipe.train
-    preemption = PreemptionFlag()  # before the process group: a signal during init is not lost
+    preemption = PreemptionFlag(request_dir=job_dir)  # before the process group: a signal during init is kept
     info = rdist.init_distributed(plan.recipe.distributed.backend)
     seed_everything(train.seed)
     if info.rank == 0:
@@ -240,6 +266,7 @@ def setup_run(argv: Sequence[str] | None = None) -> RunContext:
         preemption=preemption,
         args=rest,
         seed=train.seed,
+        stop_after_steps=_stop_after_steps(),
     )
     for note in ctx.metrics.notes:
         ctx.print0(f"[runtime] {note}")
