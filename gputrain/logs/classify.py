@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from gputrain.contract import jobstate
 
 CAUSE_LABELS = {
+    "setup": "cluster set-up failed",
     "preempted": "preempted",
     "time_limit": "time limit",
     "cuda_oom": "CUDA out of memory",
@@ -28,9 +29,10 @@ CAUSE_LABELS = {
     "lost": "connection lost",
     "exit_code": "non-zero exit code",
 }
-PRIORITY = ("preempted", "time_limit", "cuda_oom", "host_oom", "nccl", "exception", "signal", "cancelled")
+PRIORITY = ("setup", "preempted", "time_limit", "cuda_oom", "host_oom", "nccl", "exception", "signal", "cancelled")
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("setup", re.compile(r"^\[gputrain\] error: set-up line \d+ failed")),
     ("time_limit", re.compile(r"DUE TO TIME LIMIT")),
     ("preempted", re.compile(r"DUE TO PREEMPTION|job was preempted", re.IGNORECASE)),
     (

@@ -114,6 +114,9 @@ def train(ctx: RunContext) -> int:
     if ckpt is not None:
         step, epoch, skip = ckpt.step, ckpt.state["pos"]["epoch"], ckpt.state["pos"]["batch"]
         state["best"] = ckpt.state["best"]
+        # The loop's own record of where it is: a checkpoint taken after an epoch's last batch (before its
+        # validation) resumes into that epoch's end, not into an endless empty epoch.
+        state["pos"] = {"epoch": epoch, "batch": skip}
         ctx.print0(f"[gnn] resumed from step {step} (epoch {epoch}, batch {skip})")
     log_every, save_every = train_spec.log_every, train_spec.save_every or 0
     window_graphs, window_start = 0, time.time()

@@ -1,0 +1,177 @@
+"""Cancel, preemption, time limit and set-up failures told apart on the real 2-node Slurm testbed.
+
+Each cause has its own requeue rule (gputrain.contract.jobstate), and the registry (`status`, `jobs`) and the
+job's own summary agree on the end state. Jobs are the bundled selftest (real torchrun, gloo on CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_slurm_testbed import (  # noqa: F401
+    FINAL,
+    RECIPE,
+    gt,
+    status,
+    testbed,
+    wait_for,
+    workdir,
+)
+
+pytestmark = pytest.mark.integration
+
+PROFILES = """
+tb_usr2:
+  gpu: V100-32GB
+  gpus_per_node: 2
+  gres_type: volta
+  partition: debug
+  memory_gb: 1
+  cpus_per_gpu: 1
+  signal: USR2
+  signal_seconds: 30
+tb_short:
+  gpu: V100-32GB
+  gpus_per_node: 2
+  gres_type: volta
+  partition: debug
+  memory_gb: 1
+  cpus_per_gpu: 1
+  max_time: "00:02:00"
+  signal_seconds: 100
+tb_badsetup:
+  gpu: V100-32GB
+  gpus_per_node: 2
+  gres_type: volta
+  partition: debug
+  memory_gb: 1
+  cpus_per_gpu: 1
+  setup: ["echo set-up starts", "no_such_module_command load anaconda"]
+"""
+
+
+@pytest.fixture(scope="module")
+def profiles(testbed: None, workdir: Path) -> Path:
+    (workdir / "clusters.yaml").write_text(PROFILES)
+    return workdir
+
+
+def submit_to(workdir: Path, cluster: str, *args: str) -> tuple[str, Path]:
+    out = json.loads(gt(workdir, "submit", str(RECIPE), "--cluster", cluster, "--json", *args).stdout)
+    return out["job_id"], Path(out["job_dir"])
+
+
+def wait_steps(job_dir: Path, steps: int, timeout: float = 240) -> None:
+    metrics = job_dir / "metrics.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= steps:
+            return
+        time.sleep(1)
+    raise AssertionError((job_dir / "training_output.log").read_text())
+
+
+def agreed_state(workdir: Path, job_id: str, job_dir: Path) -> str:
+    """The one end state that `status`, `jobs` and the job's own summary.json all give."""
+    info = status(workdir, job_id)
+    listed = {j["job_id"]: j for j in json.loads(gt(workdir, "jobs", "--json").stdout)}
+    summary = json.loads((job_dir / "summary.json").read_text())
+    assert info["state"] == listed[job_id]["state"] == summary["state"], (info, listed[job_id], summary)
+    return str(info["state"])
+
+
+def restarts(job_id: str) -> int:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
+    return int(out.split("Restarts=")[1].split()[0])
+
+
+def release_requeued(workdir: Path, job_id: str) -> dict[str, Any]:
+    """A requeued job waits ~2 min on BeginTime; let it start now (the testbed's only shortcut)."""
+    wait_for(workdir, job_id, {"REQUEUED", "PENDING"}, timeout=120)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+    return wait_for(workdir, job_id, FINAL)
+
+
+def test_scancel_ends_cancelled_and_is_never_requeued(profiles: Path) -> None:
+    """A plain `scancel` (SIGTERM to every process) used to make the workers checkpoint, write PREEMPTED and
+    the job script requeue the job: it came back RUNNING at restart 1."""
+    job_id, job_dir = submit_to(profiles, "testbed", "--gpu", "cpu", "--gpus", "1",
+                                "--set", "train.max_steps=100", "--set", "algorithm.sleep_seconds=200")
+    wait_steps(job_dir, 2)
+    subprocess.run(["scancel", "--", job_id], check=True)
+    info = wait_for(profiles, job_id, FINAL, timeout=90)
+    time.sleep(3)  # a requeue would show within a second or two of the script's end
+    assert info["state"] == "CANCELLED" and restarts(job_id) == 0
+    assert "CANCELLED" in subprocess.run(["scontrol", "show", "job", job_id], capture_output=True,
+                                         text=True).stdout
+    log = (job_dir / "training_output.log").read_text()
+    assert "cancelled: not requeueing" in log and "requeueing (restart" not in log, log
+    assert agreed_state(profiles, job_id, job_dir) == "CANCELLED"
+
+
+def test_gputrain_cancel_requeue_checkpoints_requeues_and_completes(profiles: Path) -> None:
+    job_id, job_dir = submit_to(profiles, "testbed", "--gpu", "cpu", "--gpus", "1",
+                                "--set", "train.max_steps=20", "--set", "algorithm.sleep_seconds=20")
+    wait_steps(job_dir, 3)
+    out = gt(profiles, "cancel", job_id, "--requeue").stdout
+    assert "requeue" in out
+    info = release_requeued(profiles, job_id)
+    log = (job_dir / "training_output.log").read_text()
+    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    assert "requested: requeueing (restart 1" in log
+    request = json.loads((job_dir / "STOP_REQUEST.restart-1").read_text())
+    assert request["cause"] == "requested"
+    result = json.loads((job_dir / "result.json").read_text())
+    assert result["checked_steps"] == 20 and result["resumed_from_step"] >= 3
+    assert agreed_state(profiles, job_id, job_dir) == "COMPLETED"
+
+
+def test_usr2_preemption_requeues_and_resumes(profiles: Path) -> None:
+    """The signal is the profile's (USR2 here, like submitit's default); the workers are told once, through
+    the stop request, and torchrun (which dies of an unhandled USR1/USR2) never sees it."""
+    job_id, job_dir = submit_to(profiles, "tb_usr2", "--gpu", "cpu", "--gpus", "2",
+                                "--set", "train.max_steps=20", "--set", "algorithm.sleep_seconds=20")
+    assert "#SBATCH --signal=B:USR2@30" in (job_dir / "job.sbatch").read_text()
+    wait_steps(job_dir, 3)
+    subprocess.run(["scancel", "--signal=USR2", "--batch", "--", job_id], check=True)
+    info = release_requeued(profiles, job_id)
+    log = (job_dir / "training_output.log").read_text()
+    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    assert "preemption: requeueing (restart 1; 1 of 3 for preemption)" in log
+    preempted = json.loads((job_dir / "PREEMPTED.restart-1").read_text())
+    assert preempted["signal"] == "SIGUSR2" and preempted["cause"] == "preemption"
+    assert "SignalException" not in log and "exitcode  : -" not in log, log  # no launcher died of it
+
+
+def test_setup_line_failure_is_fatal_with_its_reason(profiles: Path) -> None:
+    """A failing set-up line used to be ignored: the job went on to `python: command not found` (exit 127)
+    with no summary."""
+    job_id, job_dir = submit_to(profiles, "tb_badsetup", "--gpu", "cpu", "--gpus", "1")
+    info = wait_for(profiles, job_id, FINAL, timeout=120)
+    log = (job_dir / "training_output.log").read_text()
+    assert info["state"] == "FAILED" and info["exit_code"] == 127, log
+    assert "[gputrain] error: set-up line 2 failed (exit 127): no_such_module_command load anaconda" in log
+    assert "world_size" not in log  # the training never started
+    summary = json.loads((job_dir / "summary.json").read_text())
+    assert summary["state"] == "FAILED" and "set-up line 2 failed" in json.dumps(summary)
+
+
+@pytest.mark.slow
+def test_time_limit_ends_timeout_checkpointed_and_not_requeued(profiles: Path) -> None:
+    """Slurm's warning signal near the time limit: checkpoint, no requeue (max_timeout_requeues 0), and
+    TIMEOUT everywhere; it used to requeue like a preemption and say "PREEMPTED (exit 1)"."""
+    job_id, job_dir = submit_to(profiles, "tb_short", "--gpu", "cpu", "--gpus", "1",
+                                "--set", "train.max_steps=400", "--set", "algorithm.sleep_seconds=400")
+    info = wait_for(profiles, job_id, FINAL, timeout=240)
+    log = (job_dir / "training_output.log").read_text()
+    assert info["state"] == "TIMEOUT" and restarts(job_id) == 0, log
+    assert "time_limit: not requeueing (limit 0 for time_limit reached)" in log
+    assert json.loads((job_dir / "PREEMPTED").read_text())["cause"] == "time_limit"
+    assert (job_dir / "TIMEOUT").is_file() and any((job_dir / "checkpoints").glob("step_*"))
+    assert agreed_state(profiles, job_id, job_dir) == "TIMEOUT"
