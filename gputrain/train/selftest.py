@@ -109,12 +109,12 @@ def main(ctx: RunContext) -> int:
     if (ckpt := ctx.checkpoints.restore(state)) is not None:
         step, resumed_from = ckpt.step, ckpt.step
         state["checked"] = ckpt.state["checked"]
-        if payload is not None:  # the whole payload came back: the save it was in completed
+        if payload is not None:  # the whole payload came back: the stop's save completed on every rank
             saved = ckpt.rank_state
             if saved is None or not torch.equal(saved["payload"], payload):
                 raise GputrainError(f"rank {ctx.rank}: checkpoint payload of step {step} is not what was saved")
         ctx.print0(f"[selftest] resumed from checkpoint at step {step}")
-    rank_state = {"payload": payload} if payload is not None else None
+    rank_state = {"payload": payload} if payload is not None else None  # only in the stop's checkpoint
     steps_this_run = 0
     while step < total:
         check_all_reduce(ctx, step)
@@ -126,7 +126,7 @@ def main(ctx: RunContext) -> int:
         ctx.print0(f"[selftest] step {step}/{total} ok")
         if ctx.should_stop():
             ctx.exit_for_requeue(step, state, rank_state=rank_state)
-        ctx.checkpoints.save(step, state, rank_state=rank_state)
+        ctx.checkpoints.save(step, state)
 
     if algo.fail:
         raise RuntimeError("selftest failing on purpose (algorithm.fail: true)")

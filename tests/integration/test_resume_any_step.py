@@ -45,10 +45,10 @@ CASES = {
                          (5, 6, 8), ("loss", "val_loss", "grad_norm"), ("best_val_loss", "best_step", "summary")),
     "bd3lm": Case("bd3lm_gsm8k.yaml", "gputrain.train.bd3lm",
                   ("data.train_size=64", "data.val_size=16", "train.max_steps=12", "train.log_every=1",
-                   "train.eval_every=6", "train.save_every=0"),
+                   "train.eval_every=6", "train.save_every=1000"),
                   (5, 6, 8), ("loss",), ()),
     "gdpo": Case("gdpo_deepscaler.yaml", "gputrain.train.gdpo",
-                 ("data.train_size=64", "train.max_steps=8", "train.eval_every=4", "train.save_every=0",
+                 ("data.train_size=64", "train.max_steps=8", "train.eval_every=4", "train.save_every=1000",
                   "train.log_every=1"),
                  (5, 6, 8), ("loss", "reward"), ()),
 }

@@ -86,6 +86,11 @@ def agreed_state(workdir: Path, job_id: str, job_dir: Path) -> str:
     return str(info["state"])
 
 
+def _worker_exit_codes(log: str) -> set[str]:
+    """The exit codes torchrun reports for its workers (``exitcode  : 75 (pid: 123)``)."""
+    return {line.split(":")[1].split()[0] for line in log.splitlines() if line.strip().startswith("exitcode")}
+
+
 def restarts(job_id: str) -> int:
     out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
     return int(out.split("Restarts=")[1].split()[0])
@@ -175,3 +180,40 @@ def test_time_limit_ends_timeout_checkpointed_and_not_requeued(profiles: Path) -
     assert json.loads((job_dir / "PREEMPTED").read_text())["cause"] == "time_limit"
     assert (job_dir / "TIMEOUT").is_file() and any((job_dir / "checkpoints").glob("step_*"))
     assert agreed_state(profiles, job_id, job_dir) == "TIMEOUT"
+
+
+def test_two_node_preemption_during_a_large_checkpoint_resumes_and_completes(profiles: Path) -> None:
+    """2 nodes x 1 rank, 256 MiB per rank in the stop's checkpoint. Before, srun delivered USR1 to torchrun
+    (exit 138) and --kill-on-bad-exit killed the other node's worker while it saved. The resumed run checks
+    every rank's payload byte for byte: the save that started completed on both nodes."""
+    job_id, job_dir = submit_to(profiles, "testbed", "--nodes", "2", "--gpus", "1",
+                                "--set", "train.max_steps=12", "--set", "algorithm.sleep_seconds=12",
+                                "--set", "algorithm.checkpoint_mib=256")
+    script = (job_dir / "job.sbatch").read_text()
+    assert "--kill-on-bad-exit=0" in script and "--kill-on-bad-exit=1" not in script
+    wait_steps(job_dir, 3)
+    subprocess.run(["scancel", "--signal=USR1", "--batch", "--", job_id], check=True)
+    info = release_requeued(profiles, job_id)
+    log = (job_dir / "training_output.log").read_text()
+    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    preempted = json.loads((job_dir / "PREEMPTED.restart-1").read_text())
+    result = json.loads((job_dir / "result.json").read_text())
+    assert result["resumed_from_step"] == preempted["step"] and result["slurm_node_ids"] == ["0", "1"]
+    assert "checkpoint saved in" in log
+    assert _worker_exit_codes(log) == {"75"}, log  # both nodes' workers checkpointed; none was killed
+    print(f"stop checkpoint of 2 x 256 MiB saved in {preempted['save_seconds']} s")
+
+
+def test_signal_before_the_workers_have_handlers_is_deferred(profiles: Path) -> None:
+    """USR1 to every process of the job (`scancel --full`) as soon as it runs, while torchrun and the workers
+    are still starting: it used to kill them (no PREEMPTED, job FAILED). Now launchers ignore it, a worker
+    keeps it, the batch script's stop request is read at the first step: checkpoint, requeue, complete."""
+    job_id, job_dir = submit_to(profiles, "testbed", "--nodes", "2", "--gpus", "1",
+                                "--set", "train.max_steps=4", "--set", "algorithm.sleep_seconds=2")
+    wait_for(profiles, job_id, {"RUNNING"}, timeout=120)
+    subprocess.run(["scancel", "--full", "--signal=USR1", "--", job_id], check=True)
+    info = release_requeued(profiles, job_id)
+    log = (job_dir / "training_output.log").read_text()
+    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    assert _worker_exit_codes(log) <= {"75"} and "User defined signal" not in log, log
+    assert json.loads((job_dir / "PREEMPTED.restart-1").read_text())["cause"] == "preemption"
