@@ -47,6 +47,21 @@ def submit(
     resume_from: Annotated[
         str | None, typer.Option("--resume-from", help="start from this job's newest checkpoint (job id or folder)")
     ] = None,
+    account: Annotated[str | None, typer.Option("--account", help="sbatch --account (over the profile's)")] = None,
+    qos: Annotated[str | None, typer.Option("--qos", help="sbatch --qos (over the profile's)")] = None,
+    partition: Annotated[str | None, typer.Option(
+        "--partition", help="sbatch --partition (over the profile's)")] = None,
+    reservation: Annotated[str | None, typer.Option("--reservation", help="sbatch --reservation")] = None,
+    exclusive: Annotated[bool, typer.Option("--exclusive", help="whole nodes (sbatch --exclusive)")] = False,
+    mail_type: Annotated[list[str] | None, typer.Option(
+        "--mail-type", help="BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT_80... (repeatable)")] = None,
+    mail_user: Annotated[str | None, typer.Option("--mail-user", help="where Slurm mails")] = None,
+    begin: Annotated[str | None, typer.Option("--begin", help="start no earlier than: now+1hours, 16:00...")] = None,
+    after: Annotated[list[str] | None, typer.Option("--after", help="start after job ID ends (any state)")] = None,
+    after_ok: Annotated[list[str] | None, typer.Option(
+        "--after-ok", help="start after job ID completed successfully")] = None,
+    signal: Annotated[str | None, typer.Option(
+        "--signal", help="USR1 or USR2: what Slurm sends before the time limit (over the profile's)")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
@@ -59,6 +74,7 @@ def submit(
       gputrain submit recipes/grpo_code_mbpp.yaml --cluster supercloud --set train.max_steps=100
       gputrain submit gnn_coloring --cluster mylab --nodes 2 --gpus 4 --dry-run
       gputrain submit selftest --cluster testbed --sweep train.seed=0,1,2
+      gputrain submit selftest --cluster testbed --after-ok 4242 --qos high --mail-type END
     """
     from gputrain.backends.slurm import prepare_job
     from gputrain.cli.core import resolve_recipe_path, resume_source
@@ -71,15 +87,22 @@ def submit(
 
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
+    from gputrain.render.sbatch import SubmitOptions, shape_warnings
+
+    options = SubmitOptions(
+        account=account, qos=qos, partition=partition, reservation=reservation, exclusive=exclusive,
+        mail_type=tuple(k for m in mail_type or [] for k in m.split(",") if k), mail_user=mail_user, begin=begin,
+        after=tuple(after or []), after_ok=tuple(after_ok or []), signal=signal.upper() if signal else None)
     recipe_path = resolve_recipe_path(recipe)
     source = str(resume_source(resume_from)) if resume_from else None
     jobs: list[tuple[PreparedJob, JobView]] = []
     for point in expand_sweeps(sweep or []):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
-        view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point, warnings=list(plan.warnings),
+        view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point,
+                       warnings=[*plan.warnings, *shape_warnings(plan)],
                        shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
-        prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point)
+        prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point, options=options)
         jobs.append((replace(prepared, resume_from=source) if source else prepared, view))
     submit_all(jobs, dry_run=dry_run, debug=debug, as_json=json_, sweep=bool(sweep))
 

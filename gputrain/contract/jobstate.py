@@ -87,7 +87,8 @@ def end_state(exit_code: int | None, markers: Iterable[str] = (), facts: Backend
     Order: exit 0 is COMPLETED (a stale marker of an earlier attempt does not undo a resumed run that
     finished); a user's cancel wins over PREEMPTED (the runtime checkpoints on any SIGTERM, so a cancelled run
     also leaves PREEMPTED and exits 75); a lost runner is LOST; the scheduler's or the log's time limit, or the
-    TIMEOUT marker (checkpointed at the limit, not requeued), is TIMEOUT; a PREEMPTED marker, exit 75 or the scheduler's preemption is PREEMPTED; any other code FAILED.
+    TIMEOUT marker (checkpointed at the limit, not requeued), is TIMEOUT; a PREEMPTED marker, exit 75 or the
+    scheduler's preemption is PREEMPTED; any other code FAILED.
     """
     facts = facts or BackendFacts()
     present = frozenset(markers)
@@ -102,7 +103,8 @@ def end_state(exit_code: int | None, markers: Iterable[str] = (), facts: Backend
         return Ending(LOST, "the connection to the job was lost before it reported an exit code")
     if sched == TIMEOUT or "time_limit" in causes or TIMEOUT_MARKER in present:
         return Ending(TIMEOUT, "time limit reached")
-    if PREEMPTED_MARKER in present or exit_code == REQUEUE_EXIT_CODE or sched == PREEMPTED or "preempted" in causes:
+    if (PREEMPTED_MARKER in present or exit_code == REQUEUE_EXIT_CODE or sched == PREEMPTED
+            or "preempted" in causes):
         return Ending(PREEMPTED, "checkpointed and stopped for a requeue (preemption signal)")
     if exit_code is None:
         if sched in FINAL_STATES:

@@ -32,7 +32,7 @@ REQUEUE_EXIT_CODE = jobstate.REQUEUE_EXIT_CODE
 
 MAIL_TYPES = ("NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
               "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
-_NAME_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
+_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _BEGIN_RE = re.compile(r"\A(now(\+[0-9]{1,6}(seconds|minutes|hours|days|weeks)?)?|"
                        r"[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2})?)?|[0-9]{2}:[0-9]{2}(:[0-9]{2})?|"
                        r"midnight|noon|teatime|today|tomorrow)\Z")
@@ -64,7 +64,7 @@ class SubmitOptions:
         for opt in ("account", "qos", "partition", "reservation"):
             value = getattr(self, opt)
             if value is not None and not _NAME_RE.match(value):
-                _bad(opt, value, "letters, digits and _.- only")
+                _bad(opt, value, "letters, digits and _.- (starting with a letter or digit)")
         for kind in self.mail_type:
             if kind.upper() not in MAIL_TYPES:
                 _bad("mail-type", kind, "one of " + ", ".join(MAIL_TYPES))
@@ -164,7 +164,6 @@ def _directive(what: str, value: Any, *, path: bool = False) -> str:
 def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
     """What ``templates/sbatch.j2`` sees as ``slurm``: the job's shape on the plan's cluster."""
     profile = plan.cluster or ClusterProfile(name="default")
-    res = plan.recipe.resources
     gpus, nodes = plan.gpus_per_node, plan.nodes
     shape = job_shape(plan)
     time, cpus, memory = shape["time"], shape["cpus_per_gpu"], shape["memory_gb"]
@@ -215,14 +214,14 @@ def job_shape(plan: JobPlan) -> dict[str, Any]:
     asks, the cluster profile caps**. The profile's ``max_time``, ``cpus_per_gpu`` and ``memory_gb`` are the
     most a job may ask there; a recipe value over one is lowered to it (:func:`shape_warnings` says so), and
     a value the recipe leaves unset (``memory_gb``) is the profile's."""
-    return {field: value for field, (value, _) in _shape(plan).items()}
+    return {key: value for key, (value, _) in _shape(plan).items()}
 
 
 def shape_warnings(plan: JobPlan) -> list[str]:
     """One line per recipe value the cluster profile capped (``submit`` prints them on stderr)."""
     name = plan.cluster.name if plan.cluster else "default"
-    return [f"resources.{field} {asked} is over cluster {name!r}'s maximum {value}: the job asks for {value}"
-            for field, (value, asked) in _shape(plan).items() if asked is not None]
+    return [f"resources.{key} {asked} is over the maximum of cluster {name} ({value}): the job asks for {value}"
+            for key, (value, asked) in _shape(plan).items() if asked is not None]
 
 
 def _shape(plan: JobPlan) -> dict[str, tuple[Any, Any]]:
@@ -232,14 +231,14 @@ def _shape(plan: JobPlan) -> dict[str, tuple[Any, Any]]:
     out: dict[str, tuple[Any, Any]] = {}
     capped = profile.max_time and _seconds(res.time) > _seconds(profile.max_time)
     out["time"] = (profile.max_time, res.time) if capped else (res.time, None)
-    for field in ("cpus_per_gpu", "memory_gb"):
-        asked, most = getattr(res, field), getattr(profile, field)
+    for name in ("cpus_per_gpu", "memory_gb"):
+        asked, most = getattr(res, name), getattr(profile, name)
         if asked is None:
-            out[field] = (most, None)
+            out[name] = (most, None)
         elif most is not None and asked > most:
-            out[field] = (most, asked)
+            out[name] = (most, asked)
         else:
-            out[field] = (asked, None)
+            out[name] = (asked, None)
     return out
 
 

@@ -57,13 +57,13 @@ tb_badsetup:
 
 
 @pytest.fixture(scope="module")
-def profiles(testbed: None, workdir: Path) -> Path:
+def profiles(testbed: None, workdir: Path) -> Path:  # noqa: F811
     (workdir / "clusters.yaml").write_text(PROFILES)
     return workdir
 
 
-def submit_to(workdir: Path, cluster: str, *args: str) -> tuple[str, Path]:
-    out = json.loads(gt(workdir, "submit", str(RECIPE), "--cluster", cluster, "--json", *args).stdout)
+def submit_to(cwd: Path, cluster: str, *args: str) -> tuple[str, Path]:
+    out = json.loads(gt(cwd, "submit", str(RECIPE), "--cluster", cluster, "--json", *args).stdout)
     return out["job_id"], Path(out["job_dir"])
 
 
@@ -77,10 +77,10 @@ def wait_steps(job_dir: Path, steps: int, timeout: float = 240) -> None:
     raise AssertionError((job_dir / "training_output.log").read_text())
 
 
-def agreed_state(workdir: Path, job_id: str, job_dir: Path) -> str:
+def agreed_state(cwd: Path, job_id: str, job_dir: Path) -> str:
     """The one end state that `status`, `jobs` and the job's own summary.json all give."""
-    info = status(workdir, job_id)
-    listed = {j["job_id"]: j for j in json.loads(gt(workdir, "jobs", "--json").stdout)}
+    info = status(cwd, job_id)
+    listed = {j["job_id"]: j for j in json.loads(gt(cwd, "jobs", "--json").stdout)}
     summary = json.loads((job_dir / "summary.json").read_text())
     assert info["state"] == listed[job_id]["state"] == summary["state"], (info, listed[job_id], summary)
     return str(info["state"])
@@ -96,11 +96,11 @@ def restarts(job_id: str) -> int:
     return int(out.split("Restarts=")[1].split()[0])
 
 
-def release_requeued(workdir: Path, job_id: str) -> dict[str, Any]:
+def release_requeued(cwd: Path, job_id: str) -> dict[str, Any]:
     """A requeued job waits ~2 min on BeginTime; let it start now (the testbed's only shortcut)."""
-    wait_for(workdir, job_id, {"REQUEUED", "PENDING"}, timeout=120)
+    wait_for(cwd, job_id, {"REQUEUED", "PENDING"}, timeout=120)
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
-    return wait_for(workdir, job_id, FINAL)
+    return wait_for(cwd, job_id, FINAL)
 
 
 def test_scancel_ends_cancelled_and_is_never_requeued(profiles: Path) -> None:
