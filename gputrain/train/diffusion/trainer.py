@@ -199,11 +199,11 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
             ctx.metrics.log(step, **rec)
             ctx.print0(f"[{task.name}] step {step}/{total} " + " ".join(f"{k}={v:.4g}" for k, v in rec.items()))
             tic, seen = time.perf_counter(), 0
-        if ctx.should_stop():
-            ctx.exit_for_requeue(step, state)
         if eval_every and step % int(eval_every) == 0 and step < total:
             ctx.metrics.log(step, **(ev := evaluate()))
             ctx.print0(f"[{task.name}] eval step {step} " + " ".join(f"{k}={v:.4g}" for k, v in ev.items()))
+        if ctx.should_stop():  # after the step's evaluation: it may move the clip window the next steps use
+            ctx.exit_for_requeue(step, state)
         if save_every and step % int(save_every) == 0:
             ctx.checkpoints.save(step, state)
 
