@@ -291,10 +291,15 @@ class SlurmBackend(Backend):
         updated = {}
         for rec in todo:
             seen = live.get(rec.job_id)
-            if seen is not None and seen.state not in FINAL_STATES and seen.state != "PENDING":
-                updated[rec.job_id] = self.registry.update(rec.job_id, state=seen.state)
+            if seen is not None and seen.state not in jobstate.ENDED_STATES:
+                # squeue says all a live job needs (a pending one's reason too); a job that has run before
+                # and waits again is REQUEUED
+                state = seen.state
+                if state == jobstate.PENDING and int((rec.extra or {}).get("restarts") or 0) > 0:
+                    state = jobstate.REQUEUED
+                updated[rec.job_id] = self.registry.update(rec.job_id, state=state, extra={"reason": seen.reason})
                 continue
-            st = self.status(rec.job_id)  # finished or pending: exit code / restarts need scontrol
+            st = self.status(rec.job_id)  # ended (or gone from squeue): the exit code needs scontrol/sacct
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
         return [updated.get(r.job_id, r) for r in records]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,8 +107,31 @@ def _find_record(ref: str | None) -> JobRecord | None:
         return None
 
 
-def job_finished(job_dir: Path | None, record: JobRecord | None) -> Callable[[], bool]:
-    """Has the job ended? Final summary written by the job script, registry state, local pid, Slurm."""
+class Backoff:
+    """Say when a costly question (a scheduler query) is due again: after ``first`` seconds, then each wait
+    ``factor`` times longer, up to ``most``. ``logs -f`` asked Slurm every 0.5 s (38 calls in 20 s); a job
+    that ends writes its final summary, which is read at every poll, so the scheduler is only the fallback
+    for a job killed before it could write one."""
+
+    def __init__(self, first: float = 2.0, factor: float = 1.5, most: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.wait, self.factor, self.most, self.clock = first, factor, most, clock
+        self.next = clock() + first
+
+    def due(self) -> bool:
+        now = self.clock()
+        if now < self.next:
+            return False
+        self.wait = min(self.most, self.wait * self.factor)
+        self.next = now + self.wait
+        return True
+
+
+def job_finished(job_dir: Path | None, record: JobRecord | None,
+                 backoff: Backoff | None = None) -> Callable[[], bool]:
+    """Has the job ended? Final summary written by the job script, registry state (both read at every
+    poll), then the backend itself (local pid, Slurm), asked with :class:`Backoff`."""
+    backoff = backoff or Backoff()
 
     def finished() -> bool:
         if job_dir is not None:
@@ -121,6 +145,8 @@ def job_finished(job_dir: Path | None, record: JobRecord | None) -> Callable[[],
         fresh = _find_record(record.job_id) or record
         if fresh.state in TERMINAL:
             return True
+        if not backoff.due():
+            return False
         from gputrain.backends.table import backend_of
 
         try:  # the backend's own answer: a local supervisor that died, a Slurm job that left the queue

@@ -217,3 +217,30 @@ def test_signal_before_the_workers_have_handlers_is_deferred(profiles: Path) -> 
     assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
     assert _worker_exit_codes(log) <= {"75"} and "User defined signal" not in log, log
     assert json.loads((job_dir / "PREEMPTED.restart-1").read_text())["cause"] == "preemption"
+
+
+def test_jobs_asks_the_controller_once_for_all_pending_jobs(profiles: Path) -> None:
+    """`jobs` used to run one scontrol per pending job; squeue's one answer has their states and reasons."""
+    import os
+    import shutil
+    import sys
+
+    ids = [submit_to(profiles, "testbed", "--gpu", "cpu", "--gpus", "1", "--begin", "now+1hours")[0]
+           for _ in range(3)]
+    log, bin_dir = profiles / "calls.log", profiles / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for tool in ("squeue", "scontrol", "sacct"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\nexec "{shutil.which(tool)}" "$@"\n')
+        (bin_dir / tool).chmod(0o755)
+    try:
+        env = {**os.environ, "GPUTRAIN_HOME": str(profiles / "home"),
+               "GPUTRAIN_CONFIG": str(profiles / "clusters.yaml"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        out = subprocess.run([sys.executable, "-m", "gputrain.cli.main", "jobs", "--json", "--state", "PENDING"],
+                             cwd=profiles, env=env, capture_output=True, text=True, timeout=120, check=True)
+        listed = {j["job_id"]: j for j in json.loads(out.stdout)}
+        assert all(listed[i]["state"] == "PENDING" and "reason" in listed[i]["extra"] for i in ids), listed
+        calls = log.read_text().splitlines()
+        assert [c.split()[0] for c in calls] == ["squeue"], calls
+    finally:
+        for job_id in ids:
+            gt(profiles, "cancel", job_id)

@@ -5,6 +5,7 @@ recipe-vs-profile rule, and the rendezvous port. The testbed side is tests/integ
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -153,3 +154,18 @@ def test_rendezvous_port_is_free_and_below_the_ephemeral_range() -> None:
     assert port is not None and 20000 <= port < ephemeral_start()
     with socket.socket() as sock:
         sock.bind(("", port))  # it really is free
+
+
+def test_scheduler_questions_back_off() -> None:
+    """`logs -f` asked Slurm at every 0.5 s poll; now after 2 s, then 1.5x longer each time, at most 30 s."""
+    from gputrain.cli.logs import Backoff
+
+    now = [0.0]
+    backoff = Backoff(clock=lambda: now[0])
+    asked = []
+    while now[0] < 300:
+        if backoff.due():
+            asked.append(now[0])
+        now[0] += 0.5
+    assert asked[:3] == [2.0, 5.0, 9.5]
+    assert len(asked) <= 15 and max(b - a for a, b in itertools.pairwise(asked)) <= 30.0
