@@ -98,7 +98,7 @@ class PreparedJob:
 
 def prepare_job(
     plan: JobPlan, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None,
-    options: SubmitOptions | None = None,
+    options: SubmitOptions | None = None, array: tuple[int, int | None] | None = None,
 ) -> PreparedJob:
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
@@ -108,6 +108,10 @@ def prepare_job(
     logs_dir = Path(logs_dir).absolute()
     plan = plan.model_copy(update={"artifacts": {**plan.artifacts, "job.sbatch": "job.sbatch"}})
     inputs = SbatchInputs.here(plan, logs_dir=str(logs_dir), stamp=STAMP_MARK, debug=debug, options=options)
+    if array is not None:
+        from dataclasses import replace
+
+        inputs = replace(inputs, array=array)
     files = {
         "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
@@ -284,7 +288,7 @@ class SlurmBackend(Backend):
         todo = [r for r in records if r.backend == "slurm" and r.state not in FINAL_STATES]
         if not todo:
             return records
-        proc = run_slurm(["squeue", "--states=all", "-h", "-u", getpass.getuser(), "-o", SQUEUE_FORMAT])
+        proc = run_slurm(["squeue", "--states=all", "-h", "-r", "-u", getpass.getuser(), "-o", SQUEUE_FORMAT])
         if proc.returncode != 0:
             raise ClusterError(_one_line("squeue", proc.stderr))
         live = parse_squeue(proc.stdout)

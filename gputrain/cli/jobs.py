@@ -47,8 +47,19 @@ def refresh(records: list[JobRecord], registry: JobRegistry) -> list[JobRecord]:
     return records
 
 
+def sweep_tasks(registry: JobRegistry, ref: str) -> list[JobRecord]:
+    """The points of the --sweep array ``ref`` (its Slurm array id), in task order; none for another id."""
+    if not ref.isdigit():
+        return []
+    tasks = [r for r in registry.list(None, backend="slurm") if (r.extra or {}).get("sweep_id") == ref]
+    return sorted(tasks, key=lambda r: int((r.extra or {}).get("array_task", 0)))
+
+
 def _sweep_matches(record: JobRecord, wanted: str) -> bool:
-    """``--sweep train.seed`` matches any point of a sweep over that field; ``train.seed=1`` that point."""
+    """``--sweep train.seed`` matches any point of a sweep over that field; ``train.seed=1`` that point;
+    ``--sweep 4242`` every point of the sweep array 4242."""
+    if (record.extra or {}).get("sweep_id") == wanted:
+        return True
     point = [str(p) for p in (record.extra or {}).get("sweep") or []]
     return any(p == wanted or p.partition("=")[0] == wanted for p in point)
 
@@ -136,6 +147,9 @@ def status(
     from gputrain.registry.store import JobRegistry
 
     registry = JobRegistry()
+    if registry.find(job) is None and (tasks := sweep_tasks(registry, job)):
+        _sweep_status(job, refresh(tasks, registry), json_)
+        return
     record = find_job(registry, job)
     info: dict[str, Any] = backend_of(record, registry).status(record.job_id).to_dict()
     info.update(backend=record.backend, job_dir=record.job_dir, recipe=record.recipe, cluster=record.cluster)
@@ -147,6 +161,21 @@ def status(
         value = info.get(key)
         if value not in (None, ""):
             print(f"{key.replace('_', ' '):<10} {value}")
+
+
+def _sweep_status(sweep_id: str, tasks: list[JobRecord], as_json: bool) -> None:
+    """One row per point of a sweep array: its job, state, exit code and point."""
+    rows = [{"job_id": r.job_id, "state": r.state, "exit_code": r.exit_code,
+             "point": " ".join((r.extra or {}).get("sweep") or []), "job_dir": r.job_dir} for r in tasks]
+    if as_json:
+        print(json.dumps({"sweep_id": sweep_id, "points": rows}, indent=2))
+        return
+    from gputrain.cli.output import print_table
+
+    print(f"sweep {sweep_id}: {len(rows)} point(s)")
+    print_table(["job", "state", "exit", "point", "folder"],
+                [(r["job_id"], r["state"], r["exit_code"], r["point"], r["job_dir"]) for r in rows],
+                state_column="state")
 
 
 def cancel(
@@ -170,6 +199,14 @@ def cancel(
     from gputrain.registry.store import FINAL_STATES, JobRegistry
 
     registry = JobRegistry()
+    if registry.find(job) is None and sweep_tasks(registry, job) and not requeue:
+        from gputrain.backends.slurm import SlurmBackend
+        from gputrain.backends.slurm_array import cancel_sweep
+
+        ended = cancel_sweep(SlurmBackend(registry), job)
+        print(f"cancelled sweep {job}: {len(ended)} unfinished point(s)" if ended
+              else f"sweep {job} has ended: nothing to cancel")
+        return
     record = find_job(registry, job)
     if record.state in FINAL_STATES:
         print(f"job {record.job_id} already {record.state}: nothing to cancel")

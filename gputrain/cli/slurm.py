@@ -40,6 +40,10 @@ def submit(
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: a.b=value")] = None,
     sweep: Annotated[list[str] | None, typer.Option(
         "--sweep", help="one job per value: a.b=v1,v2,... (repeat the option for a grid)")] = None,
+    max_parallel: Annotated[int | None, typer.Option(
+        "--max-parallel", help="a --sweep runs at most this many points at once (--array=0-N%P)", min=1)] = None,
+    array: Annotated[bool, typer.Option(
+        "--array/--no-array", help="a --sweep as one job array (default) or one job per point")] = True,
     preset: Annotated[str | None, typer.Option("--preset", help="named preset of the GPU profile")] = None,
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
@@ -66,8 +70,9 @@ def submit(
 ) -> None:
     """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
 
-    The job is recorded in `gputrain jobs`. --sweep submits one job per value (a grid when repeated);
-    every job is planned before any is submitted.
+    The job is recorded in `gputrain jobs`. --sweep runs one point per value (a grid when repeated) as one
+    job array: one id for the sweep that `status`, `jobs --sweep` and `cancel` accept, a folder per point;
+    every point is planned before any is submitted.
 
     \b
     Examples:
@@ -96,15 +101,51 @@ def submit(
     recipe_path = resolve_recipe_path(recipe)
     source = str(resume_source(resume_from)) if resume_from else None
     jobs: list[tuple[PreparedJob, JobView]] = []
-    for point in expand_sweeps(sweep or []):
+    points = expand_sweeps(sweep or [])
+    as_array = (len(points), max_parallel) if array and len(points) > 1 else None
+    for point in points:
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
         view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point,
                        warnings=[*plan.warnings, *shape_warnings(plan)],
                        shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
-        prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point, options=options)
+        prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point, options=options, array=as_array)
         jobs.append((replace(prepared, resume_from=source) if source else prepared, view))
+    if as_array is not None:
+        from gputrain.backends.slurm_array import same_script
+
+        if not same_script([job for job, _ in jobs]) or source:
+            raise ClusterProfileError("--sweep: the points need different job scripts (a resource or the "
+                                      "environment differs) or --resume-from was given; pass --no-array")
+        submit_sweep(jobs, dry_run=dry_run, debug=debug, as_json=json_)
+        return
     submit_all(jobs, dry_run=dry_run, debug=debug, as_json=json_, sweep=bool(sweep))
+
+
+def submit_sweep(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug: bool, as_json: bool) -> None:
+    """One array for every point of a --sweep; each distinct warning once on stderr."""
+    from gputrain.backends.slurm import SlurmBackend
+    from gputrain.backends.slurm_array import submit_array
+    from gputrain.cli.output import warn
+
+    results = submit_array(SlurmBackend(debug=debug), [job for job, _ in jobs], dry_run=dry_run)
+    for warning in dict.fromkeys(w for _, view in jobs for w in view.warnings):
+        warn(warning)
+    sweep_id = results[0].job_id.split("_")[0]
+    rows: list[dict[str, Any]] = [
+        {"job_id": r.job_id, "job_dir": str(r.job_dir), "dry_run": dry_run, "sweep": job.sweep,
+         "sweep_id": None if dry_run else sweep_id} for r, (job, _) in zip(results, jobs, strict=True)]
+    if as_json:
+        print(json.dumps(rows))
+        return
+    view = jobs[0][1]
+    if dry_run:
+        print(f"dry run: wrote {len(rows)} job folders for one array ({view.shape} on {view.cluster})")
+    else:
+        print(f"submitted sweep {sweep_id}: {len(rows)} points as one array ({view.recipe}, {view.shape} on "
+              f"{view.cluster}); `gputrain status {sweep_id}`, `gputrain cancel {sweep_id}`")
+    for (job, _), row in zip(jobs, rows, strict=True):
+        print(f"  {row['job_id']}  {' '.join(job.sweep)}  {row['job_dir']}")
 
 
 @dataclass

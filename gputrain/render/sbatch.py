@@ -121,6 +121,7 @@ class SbatchInputs:
     debug: bool = False
     version: str = __version__
     options: SubmitOptions = field(default_factory=lambda: SubmitOptions())
+    array: tuple[int, int | None] | None = None  # a --sweep as one array: (points, at most this many at once)
 
     @classmethod
     def here(cls, plan: JobPlan, *, logs_dir: str = "logs", stamp: str | None = None,
@@ -188,6 +189,7 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "time_seconds": _seconds(time),
         "site_options": site,
         "submit_options": opts.directives(),
+        "array": _array(inputs.array),
         "sbatch_extra": list(profile.sbatch_extra),
         "setup": list(profile.setup),
         "signal_seconds": profile.signal_seconds,
@@ -207,6 +209,14 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "omp_threads": int(cpus),
         "debug": inputs.debug,
     }
+
+
+def _array(spec: tuple[int, int | None] | None) -> str | None:
+    """``--array=0-N`` (``%P``: at most P tasks at once, Slurm's throttle)."""
+    if spec is None:
+        return None
+    count, parallel = spec
+    return f"0-{count - 1}" + (f"%{parallel}" if parallel else "")
 
 
 def job_shape(plan: JobPlan) -> dict[str, Any]:
