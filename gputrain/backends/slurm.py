@@ -271,6 +271,8 @@ class SlurmBackend(Backend):
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
         state, reason = job.state, job.reason
+        if state == jobstate.CANCELLED and job.exit_code == 0:
+            job.exit_code = None  # cancelled before it ran: Slurm's "0:0" is no exit code of the job's
         if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
             markers = jobstate.markers_in(record.job_dir if record is not None else None)
             ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))

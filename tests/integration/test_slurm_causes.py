@@ -244,3 +244,27 @@ def test_jobs_asks_the_controller_once_for_all_pending_jobs(profiles: Path) -> N
     finally:
         for job_id in ids:
             gt(profiles, "cancel", job_id)
+
+
+def test_four_point_sweep_is_one_throttled_array_and_one_cancel_ends_it(profiles: Path) -> None:
+    """A --sweep used to be one sbatch per point with nothing tying them together."""
+    rows = json.loads(gt(profiles, "submit", str(RECIPE), "--cluster", "testbed", "--gpu", "cpu", "--gpus", "1",
+                         "--json", "--sweep", "train.seed=0,1,2,3", "--max-parallel", "2",
+                         "--set", "train.max_steps=50", "--set", "algorithm.sleep_seconds=100").stdout)
+    sweep_id = rows[0]["sweep_id"]
+    assert [r["job_id"] for r in rows] == [f"{sweep_id}_{i}" for i in range(4)]
+    assert {r["sweep_id"] for r in rows} == {sweep_id}
+    script = Path(rows[0]["job_dir"], "job.sbatch").read_text()
+    assert "#SBATCH --array=0-3%2\n" in script
+    assert [json.loads(Path(r["job_dir"], "plan.json").read_text())["recipe"]["train"]["seed"] for r in rows] \
+        == [0, 1, 2, 3]
+    wait_steps(Path(rows[0]["job_dir"]), 1)
+    listed = json.loads(gt(profiles, "status", sweep_id, "--json").stdout)
+    states = [p["state"] for p in listed["points"]]
+    assert states.count("RUNNING") <= 2 and "PENDING" in states, states  # %2: two at a time
+    assert len(json.loads(gt(profiles, "jobs", "--sweep", sweep_id, "--json").stdout)) == 4
+    assert "cancelled sweep" in gt(profiles, "cancel", sweep_id).stdout
+    for row in rows:
+        assert wait_for(profiles, row["job_id"], FINAL, timeout=90)["state"] == "CANCELLED"
+    queue = subprocess.run(["squeue", "-h", "-r", "-j", sweep_id], capture_output=True, text=True).stdout
+    assert queue.strip() == ""

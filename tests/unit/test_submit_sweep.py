@@ -45,7 +45,7 @@ def test_sweep_plans_one_job_per_point(lab: Path) -> None:
         assert [f"train.max_steps={train['max_steps']}", f"train.seed={train['seed']}"] == row["sweep"]
         assert "__gputrain_submit_stamp__" not in (Path(row["job_dir"]) / "job.sbatch").read_text()
     text = run_cli(lab, *args[:5], "--sweep", "train.seed=3,4")
-    assert text.stdout.count("dry run: wrote") == 2 and "train.seed=4" in text.stdout
+    assert "dry run: wrote 2 job folders for one array" in text.stdout and "train.seed=4" in text.stdout
 
 
 def test_a_sweeps_shared_warning_is_said_once_on_stderr(lab: Path) -> None:
@@ -53,7 +53,8 @@ def test_a_sweeps_shared_warning_is_said_once_on_stderr(lab: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("no profile for V100-32GB") == 1
     assert not any(line.startswith("warning:") for line in out.stdout.splitlines())
-    assert out.stdout.count("dry run: wrote") == 3
+    assert "dry run: wrote 3 job folders for one array" in out.stdout
+    assert "#SBATCH --array=0-2\n" in next((lab / "logs").glob("*_0")).joinpath("job.sbatch").read_text()
 
 
 @pytest.mark.parametrize(("spec", "message"), [("train.seed", "expected a.b.c=value1,value2"),
