@@ -153,7 +153,7 @@ def test_ctrl_c_at_a_late_step_salvages_the_newest_checkpoint(fake, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-3000:]
-    assert "salvaged:" in err and "terminated" in err
+    assert "salvaged:" in err and "terminated" in err, err
     (row,) = _rows(tmp_path)
     job_dir = Path(row["job_dir"])
     newest_on_pod = max(p.name for p in (pod_job / "checkpoints").iterdir() if p.name.startswith("step_"))

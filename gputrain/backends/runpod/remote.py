@@ -32,7 +32,10 @@ set -u
 cd "$(dirname "$0")/.."
 state=.gputrain
 echo "$$" > "$state/pid.tmp" && mv "$state/pid.tmp" "$state/pid"
-setsid bash run_multigpu.sh > "$state/run.out" 2>&1 < /dev/null &
+# The launcher's shell and its tee start with SIGTERM ignored, so a stop reaches the training (whose
+# runtime handles SIGTERM: checkpoint at the step boundary, exit 75) without breaking its output pipe,
+# and the launcher still writes its closing summary.
+( trap '' TERM; exec setsid bash run_multigpu.sh > "$state/run.out" 2>&1 < /dev/null ) &
 child=$!
 echo "$child" > "$state/child.pid.tmp" && mv "$state/child.pid.tmp" "$state/child.pid"
 trap 'kill -TERM -- "-$child" 2>/dev/null' TERM INT
@@ -58,9 +61,11 @@ class RemoteRun:
         """Start the launcher detached. Secrets arrive as shell assignments on ssh's stdin and live only in
         the training's environment: never in argv, a file or the pod's env."""
         q = shlex.quote
+        # Only the last command goes to the background (braces): the secrets are read in the foreground,
+        # and nothing of the detached run holds the ssh session's output open.
         command = (f"cd {q(self.remote)} && set -a && eval \"$(cat)\" && set +a && "
-                   f"GPUTRAIN_JOB_DIR={q(self.remote + '/job')} setsid nohup bash {STATE}/detach.sh "
-                   "</dev/null >/dev/null 2>&1 &")
+                   f"{{ GPUTRAIN_JOB_DIR={q(self.remote + '/job')} setsid nohup bash {STATE}/detach.sh "
+                   "</dev/null >/dev/null 2>&1 & }")
         lines: list[str] = []
         rc = self.shell.stream(command, exports, lines.append)
         if rc == 255:
