@@ -104,7 +104,7 @@ def test_concurrent_ups_get_their_own_pod_key_and_folders(fake, tmp_path):
     procs = [subprocess.Popen(_up_argv(tmp_path, 16, 0.1), env=env, cwd=tmp_path, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
-    for proc, (out, err) in zip(procs, outs, strict=True):
+    for proc, (_out, err) in zip(procs, outs, strict=True):
         assert proc.returncode == 0, err[-3000:]
         assert "reusing pod" not in err and "taking over" not in err
     created = [b for m, p, _, b in fake.requests if m == "POST" and p == "/v2/pods"]
@@ -138,7 +138,7 @@ def test_reusing_a_live_name_is_refused_and_attach_follows_it(fake, tmp_path):
                                   capture_output=True, text=True, timeout=300)
         assert "step 40/40" in follower.stdout, follower.stderr
     finally:
-        out, err = first.communicate(timeout=300)
+        _out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err[-3000:]
     assert follower.returncode == 0, follower.stderr
     assert fake.count("POST", "/v2/pods") == 1

@@ -273,7 +273,8 @@ class PodRun:
         record = {"pod_name": self.name, "pod_id": pods[0].id if pods else None, "state": outcome.state,
                   "exit_code": outcome.exit_code, "reason": outcome.reason, "cost_per_hour_usd": self.cost_per_hour,
                   "uptime_s": round(uptime, 1), "cost_usd": round(cost, 4), "salvaged": self.salvaged,
-                  "terminated": bool(pods) and terminated and not self.settings.keep}
+                  "terminated": bool(pods) and terminated and not self.settings.keep,
+                  "live": bool(pods) and not (terminated and not self.settings.keep)}
         self.say(f"{outcome.state}: {outcome.reason}; cost ${cost:.2f} (${self.cost_per_hour:.2f}/h × "
                  f"{uptime / 60:.1f} min)")
         self._write_summaries(record)

@@ -163,7 +163,7 @@ class Up:
         run.pod = self._get_or_create(run, run.name, plan, public_key, image_cuda(files["Dockerfile"]))
         run.cost_per_hour = max(run.cost_per_hour, run.pod.cost_per_hour)
         run.registry.update(run.name, extra={"pod_id": run.pod.id, "created_wall": run.created_wall,
-                                             "live": True})
+                                             "cost_per_hour_usd": run.cost_per_hour, "live": True})
         endpoint = self._wait_ready(run)
         shell = run.shell = PodShell(endpoint, key, keepalive_s=opts.keepalive_s)
         shell.wait_until_ready(self.deadline)
