@@ -253,3 +253,42 @@ def test_error_pod_keeps_its_container_log_for_runpod_logs(fake, tmp_path):
     assert shown.returncode == 0 and ERROR_LOG_LINE in shown.stdout, shown.stderr
     plain = subprocess.run([*CLI, "runpod", "logs", row["job_id"]], capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0 and ERROR_LOG_LINE in plain.stdout, plain.stderr
+
+
+def _kill_up_when_training(tmp_path: Path, step: int) -> str:
+    """Start `up`, SIGKILL it (a closed laptop) once the pod's training reached ``step``; the run's name."""
+    proc = subprocess.Popen(_up_argv(tmp_path, 40, 0.1), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _wait_for_pod_step(tmp_path, step)
+    proc.kill()
+    proc.wait(timeout=30)
+    (row,) = _rows(tmp_path)
+    assert row["state"] == "RUNNING"
+    return str(row["job_id"])
+
+
+def test_attach_follows_a_run_whose_up_died_to_the_end(fake, tmp_path):
+    name = _kill_up_when_training(tmp_path, 5)
+    proc = subprocess.run([*CLI, "runpod", "attach", name], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = _rows(tmp_path)
+    assert (row["state"], row["exit_code"]) == ("COMPLETED", 0)
+    job_dir = Path(row["job_dir"])
+    assert (job_dir / "result.json").is_file() and _steps(job_dir / "metrics.jsonl") == list(range(1, 41))
+    log = (job_dir / "training_output.log").read_text()
+    assert [line for line in log.splitlines() if line.startswith("step ")] == \
+        [f"step {n}/40 loss {1 / n:.4f}" for n in range(1, 41)]  # attach went on from where `up` stopped
+
+
+def test_down_of_a_run_nobody_drives_salvages_then_terminates(fake, tmp_path):
+    name = _kill_up_when_training(tmp_path, 14)
+    proc = subprocess.run([*CLI, "runpod", "down", name], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "terminated" in proc.stdout and "salvaged into" in proc.stdout
+    (row,) = _rows(tmp_path)
+    job_dir = Path(row["job_dir"])
+    assert [p.name for p in (job_dir / "checkpoints").iterdir()][0] >= "step_00000012"
+    assert (job_dir / "metrics.jsonl").is_file() and (job_dir / "container.log").is_file()
+    assert row["state"] == "CANCELLED"
