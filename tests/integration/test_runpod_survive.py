@@ -289,6 +289,7 @@ def test_down_of_a_run_nobody_drives_salvages_then_terminates(fake, tmp_path):
     assert "terminated" in proc.stdout and "salvaged into" in proc.stdout
     (row,) = _rows(tmp_path)
     job_dir = Path(row["job_dir"])
-    assert [p.name for p in (job_dir / "checkpoints").iterdir()][0] >= "step_00000012"
+    (newest,) = [p.name for p in (job_dir / "checkpoints").iterdir()]
+    assert newest >= "step_00000012"
     assert (job_dir / "metrics.jsonl").is_file() and (job_dir / "container.log").is_file()
     assert row["state"] == "CANCELLED"
