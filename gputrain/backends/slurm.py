@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.backends.resume import seed_checkpoint
 from gputrain.backends.slurm_parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -87,6 +88,7 @@ class PreparedJob:
     logs_dir: str
     files: dict[str, str]
     sweep: list[str] = field(default_factory=list)  # this job's point of a --sweep grid, as --set texts
+    resume_from: str | None = None  # a job folder whose newest checkpoint the job starts from
 
     def stamped(self, stamp: str) -> dict[str, str]:
         return {name: text.replace(STAMP_MARK, stamp) for name, text in self.files.items()}
@@ -149,6 +151,12 @@ class SlurmBackend(Backend):
         self._check_gres(job)
         staging = logs_dir / f".staging_{job.recipe}_{stamp}_{os.urandom(4).hex()}"
         self._write_folder(staging, files)
+        if job.resume_from:
+            try:
+                seed_checkpoint(Path(job.resume_from), staging)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
         try:
             job_id = self._sbatch_held(staging / "job.sbatch", job)
         except BaseException:

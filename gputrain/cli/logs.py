@@ -170,6 +170,7 @@ def logs_command(
     summary: bool = typer.Option(False, "--summary", help="(Re)write and print the job summary."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (implies --summary)."),
     final: bool = typer.Option(False, "--final", help="Record the job's final state (job scripts)."),
+    fix: bool = typer.Option(False, "--fix", help="What to change for a failed job, and the command that reruns it."),
     exit_code: int | None = typer.Option(None, "--exit-code", help="The job's exit code, with --final."),
 ) -> None:
     """Show, follow or summarize a job's logs.
@@ -209,6 +210,11 @@ def logs_command(
         raise LogError(f"--rank {rank}: job has {size} rank(s), 0-{size - 1}", exit_code=2)
     line_filter = LineFilter(rank, pattern)
     state = record.state if record is not None and record.state in TERMINAL | {"RUNNING", "PENDING"} else None
+    if fix:
+        if job_dir is None:
+            raise LogError(f"--fix needs a job (id or folder), not the log file {path}", exit_code=2)
+        _print_fix(summarize(path, rank=rank, state=state), job_dir, record, as_json)
+        return
     if not (final or as_json) and job_dir is not None and not _has_output(job_dir):
         print(f"{record.job_id if record else job_dir.name}: no output yet ({state or 'state unknown'})")
         if not follow:
@@ -233,7 +239,42 @@ def logs_command(
         return
     if summary or as_json or final:
         result = summarize(path, rank=rank, final=final, exit_code=exit_code, state=state)
+        if job_dir is not None:
+            from gputrain.doctor.annotate import annotate
+
+            annotate(result, job_dir)
         _print_summary(result, as_json)
+
+
+def _print_fix(summary: dict[str, Any], job_dir: Path, record: JobRecord | None, as_json: bool) -> None:
+    """``logs JOB --fix``: the cause, the remedy computed from the job's plan, and the command to rerun."""
+    from gputrain.doctor import rerun_command
+    from gputrain.doctor.annotate import annotate, job_plan
+    from gputrain.logs.display import safe_lines
+    from gputrain.logs.report import headline
+
+    remedy = annotate(summary, job_dir)
+    plan = job_plan(job_dir)
+    ref = record.job_id if record is not None else str(job_dir)
+    command = rerun_command(plan, remedy, ref) if plan is not None and remedy is not None else None
+    if as_json:
+        sys.stdout.write(json.dumps({"job": ref, "state": summary.get("state"), "root_cause": summary.get("root_cause"),
+                                     "remedy": remedy.as_dict() if remedy else None, "command": command,
+                                     "predicted_vs_measured": summary.get("predicted_vs_measured", {})}, indent=2)
+                         + "\n")
+        return
+    out = [headline(summary)]
+    if remedy is None:
+        out.append("nothing to fix: no failure was found in this job's logs")
+    else:
+        out.append(f"fix: {remedy.text}")
+    for key, pair in (summary.get("predicted_vs_measured") or {}).items():
+        out.append(f"{key}: predicted {pair['predicted']:g}, measured {pair['measured']:g}")
+    if command is not None:
+        out += ["rerun (resumes from the newest checkpoint):", f"  {command}"]
+    elif remedy is not None:
+        out.append("no plan.json in the job folder: rerun it yourself with the change above")
+    sys.stdout.write(safe_lines("\n".join(out) + "\n"))
 
 
 def _has_output(job_dir: Path) -> bool:

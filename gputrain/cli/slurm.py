@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -44,6 +44,9 @@ def submit(
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG")] = False,
+    resume_from: Annotated[
+        str | None, typer.Option("--resume-from", help="start from this job's newest checkpoint (job id or folder)")
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
@@ -58,7 +61,7 @@ def submit(
       gputrain submit selftest --cluster testbed --sweep train.seed=0,1,2
     """
     from gputrain.backends.slurm import prepare_job
-    from gputrain.cli.core import resolve_recipe_path
+    from gputrain.cli.core import resolve_recipe_path, resume_source
     from gputrain.planner import make_plan
     from gputrain.recipe.loader import expand_sweeps
 
@@ -69,13 +72,15 @@ def submit(
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
     recipe_path = resolve_recipe_path(recipe)
+    source = str(resume_source(resume_from)) if resume_from else None
     jobs: list[tuple[PreparedJob, JobView]] = []
     for point in expand_sweeps(sweep or []):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
         view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point, warnings=list(plan.warnings),
                        shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
-        jobs.append((prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point), view))
+        prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point)
+        jobs.append((replace(prepared, resume_from=source) if source else prepared, view))
     submit_all(jobs, dry_run=dry_run, debug=debug, as_json=json_, sweep=bool(sweep))
 
 
