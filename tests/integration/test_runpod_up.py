@@ -52,7 +52,8 @@ def pod_machine(tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail("sshd missing: apt-get install -y openssh-server rsync")
         pytest.skip("sshd missing (apt-get install -y openssh-server)")
-    sshd = LoopbackSshd(tmp_path / "sshd").start()
+    # The pod runs the gputrain under test (as the image built from it would), not whatever is installed.
+    sshd = LoopbackSshd(tmp_path / "sshd", env={"PYTHONPATH": str(ROOT)}).start()
     yield sshd
     sshd.stop()
 

@@ -152,9 +152,15 @@ class PodRun:
         remote = self._remote()
         with open(self.job_dir / "training_output.log", "ab") as log:
             pending = b""
+            last_cost = time.monotonic()
 
             def on_chunk(chunk: bytes) -> None:
-                nonlocal pending
+                nonlocal pending, last_cost
+                if time.monotonic() - last_cost >= 60:
+                    last_cost = time.monotonic()
+                    so_far, _ = billed_cost(self.cost_per_hour, self.pod.created_at if self.pod else None,
+                                            self.created_wall, time.time())
+                    self.say(f"cost so far ${so_far:.2f} (billed ${self.cost_per_hour:.2f}/h)")
                 log.write(chunk)
                 log.flush()
                 pending += chunk
