@@ -8,6 +8,7 @@ largest over the ranks: CUDA max allocated on GPUs, the resident set on CPU.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from typing import Literal
 
@@ -40,7 +41,7 @@ def median_step_seconds(stamps: list[tuple[int, float]], logged: list[float]) ->
     if logged:
         return statistics.median(logged), len(logged)
     rates = []
-    for (s0, t0), (s1, t1) in zip(stamps, stamps[1:], strict=False):
+    for (s0, t0), (s1, t1) in itertools.pairwise(stamps):
         if s1 > s0 and t1 >= t0:
             rates.append((t1 - t0) / (s1 - s0))
     rates = rates[1:] if len(rates) > 2 else rates

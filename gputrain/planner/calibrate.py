@@ -53,8 +53,10 @@ def distance(a: dict[str, Any], b: dict[str, Any]) -> float:
         x, y = a.get(key), b.get(key)
         if x == y:
             continue
-        numeric = isinstance(x, int | float) and isinstance(y, int | float) and not isinstance(x, bool)
-        total += abs(math.log(x / y)) if numeric and x > 0 and y > 0 else 1.0
+        if isinstance(x, int | float) and isinstance(y, int | float) and not isinstance(x, bool) and x > 0 and y > 0:
+            total += abs(math.log(x / y))
+        else:
+            total += 1.0
     return total
 
 

@@ -69,10 +69,11 @@ def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
                                             if algo.clip_search else 0)
     per_batch = forward * recipe.train.batch_size / (hw.peak * recipe.estimate.mfu)
     out.overhead_seconds = _startup(hw) + evals * eval_batches * per_batch
+    layout = "x_t ⊕ x_0" if recipe.entrypoint != "hdp" else "noised P+E next to clean Q+P+E"
+    masking = "dense scores under the block mask (SDPA)" if dense_attention else "FlexAttention skips masked blocks"
     out.assumptions.append(
-        f"diffusion: the transformer sees {fed} tokens per sample ({'x_t ⊕ x_0' if recipe.entrypoint != 'hdp' else 'noised P+E next to clean Q+P+E'}), "
-        f"loss/head on {loss_tokens}; {'dense score matrix under the block mask (SDPA)' if dense_attention else 'FlexAttention skips masked blocks'}; "
-        f"{samples} samples per step at {recipe.estimate.mfu:.0%} MFU")
+        f"diffusion: the transformer sees {fed} tokens per sample ({layout}), loss/head on {loss_tokens}; "
+        f"{masking}; {samples} samples per step at {recipe.estimate.mfu:.0%} MFU")
     return out
 
 
