@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gputrain.errors import HardwareError, RecipeError, did_you_mean, unknown_name
+from gputrain.errors import GputrainError, HardwareError, RecipeError, UserError, did_you_mean, unknown_name
 
 RecipeArg = Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a field: a.b=value (repeatable)")]
@@ -43,6 +43,23 @@ def resolve_recipe_path(arg: str) -> Path:
     near = [str(path.parent / n) for n in did_you_mean(path.name, neighbours)] or did_you_mean(path.stem, names)
     tail = f"did you mean {' or '.join(near)}?" if near else f"bundled recipes: {', '.join(names)}"
     raise RecipeError(f"{arg}: recipe file not found; {tail}")
+
+
+def resume_source(ref: str) -> Path:
+    """The job folder ``--resume-from REF`` names (a job id from `gputrain jobs`, or a folder); checked now,
+    before anything is planned or written."""
+    from gputrain.backends.resume import newest_checkpoint
+    from gputrain.cli.logs import NotStarted, resolve_target
+
+    try:
+        folder, _ = resolve_target(ref)
+    except (GputrainError, NotStarted) as exc:
+        raise UserError(f"--resume-from {ref}: {exc}") from None
+    if not folder.is_dir():
+        raise UserError(f"--resume-from {ref}: not a job folder")
+    if newest_checkpoint(folder) is None:
+        raise UserError(f"--resume-from {ref}: {folder} has no complete checkpoint to resume from")
+    return folder
 
 
 def register(app: typer.Typer) -> None:
