@@ -123,8 +123,9 @@ def prepare_item(item: HubItem, cache_dir: str, *, verify_all: bool = False,
     size = 0
     verified = 0
     for f in files:
-        present = file_ok(snapshot / f.path, f, hashes=False)
+        present = file_ok(snapshot / f.path, f, hashes=verify_all)
         if not present:
+            _remove(snapshot / f.path)  # a damaged copy is fetched again
             progress(f"  fetching {f.path} ({human(f.size)})")
             try:
                 hf_hub_download(item.repo, f.path, repo_type=item.kind, revision=commit,
@@ -134,17 +135,23 @@ def prepare_item(item: HubItem, cache_dir: str, *, verify_all: bool = False,
                                    "finished files are kept, a partial one resumes)") from None
             downloaded.append(f.path)
             size += f.size
-        if not present or verify_all:
-            if not file_ok(snapshot / f.path, f, hashes=True):
-                (snapshot / f.path).unlink(missing_ok=True)
-                raise ClusterError(f"{item.label}: {f.path} does not match the hub's size/hash (removed it; run "
-                                   "prepare again)")
-            verified += 1
+        if not present and not file_ok(snapshot / f.path, f, hashes=True):
+            _remove(snapshot / f.path)
+            raise ClusterError(f"{item.label}: {f.path} does not match the hub's size/hash (removed it; run "
+                               "prepare again)")
+        verified += 1 if (not present or verify_all) else 0
     _write_ref(cache_dir, pinned)
     if item.kind == "dataset":
         pinned = _dataset_cache(pinned, cache_dir, progress)
     manifest.record(cache_dir, pinned)
     return PrepareResult(pinned, downloaded, size, verified)
+
+
+def _remove(link: Path) -> None:
+    """Remove a snapshot file and the blob it links to (``huggingface_hub`` would re-link a kept blob)."""
+    if link.is_symlink() or link.exists():
+        link.resolve().unlink(missing_ok=True)
+        link.unlink(missing_ok=True)
 
 
 def _write_ref(cache_dir: str, pinned: PinnedRepo) -> None:
