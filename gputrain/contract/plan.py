@@ -37,7 +37,8 @@ a ``config`` object) count as version 0. Version 2 added ``offline`` (hub commit
 
 Target = Literal["local", "slurm", "docker"]
 Precision = Literal["bf16", "fp16", "fp32"]
-Attention = Literal["sdpa", "flash", "flex", "eager"]
+Attention = Literal["auto", "sdpa", "flash", "flex", "eager"]
+"""``auto``: resolved where the job runs (flash-attn if the node has it and the GPU supports it, else sdpa)."""
 
 
 class JobPlan(BaseModel):
