@@ -83,9 +83,9 @@ def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
 
 
 def load_mbpp(source: str | Path = SAMPLE_MBPP, *, fmt: str = "auto", split: str | None = None,
-              limit: int | None = None) -> list[CodeTask]:
+              limit: int | None = None, revision: str | None = None) -> list[CodeTask]:
     """MBPP tasks from a local file (json/jsonl/parquet) or a hub name such as ``mbpp`` (needs network
-    or a warm cache; ``split`` defaults to ``test``)."""
+    or a warm cache; ``split`` defaults to ``test``; ``revision``: the pinned commit, if any)."""
     path = Path(source)
     if path.exists():
         rows = _read_rows(path, fmt)
@@ -94,7 +94,7 @@ def load_mbpp(source: str | Path = SAMPLE_MBPP, *, fmt: str = "auto", split: str
         try:
             import datasets
 
-            rows = [dict(r) for r in datasets.load_dataset(str(source), split=split or "test")]
+            rows = [dict(r) for r in datasets.load_dataset(str(source), split=split or "test", revision=revision)]
         except Exception as exc:  # the hub client raises many types (offline, missing split, ...)
             raise GputrainError(f"{source}: cannot load from the hub: {type(exc).__name__}: {exc}") from None
         label = str(source)

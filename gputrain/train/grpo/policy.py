@@ -24,12 +24,12 @@ def is_tiny(name: str) -> bool:
     return name.lower() in TINY_NAMES
 
 
-def policy_tokenizer(model_spec: ModelSpec, corpus: Iterable[str]) -> Any:
+def policy_tokenizer(model_spec: ModelSpec, corpus: Iterable[str], *, revision: str | None = None) -> Any:
     """The tokenizer of the policy ``model_spec`` names: trained on ``corpus`` for the tiny model, else the
-    checkpoint's own."""
+    checkpoint's own (at ``revision``: the commit ``gputrain prepare`` pinned in the plan, if any)."""
     if is_tiny(model_spec.name):
         return train_tiny_tokenizer(corpus, vocab_size=model_spec.vocab_size or TINY_SHAPE["vocab_size"])
-    return load_tokenizer(model_spec.name)
+    return load_tokenizer(model_spec.name, revision=revision)
 
 
 def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
@@ -55,17 +55,18 @@ def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
     return fast
 
 
-def load_tokenizer(name: str) -> Any:
+def load_tokenizer(name: str, *, revision: str | None = None) -> Any:
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(name)
+    tok = AutoTokenizer.from_pretrained(name, revision=revision)
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
 
 
-def build_model(model_spec: ModelSpec, tokenizer: Any, *, attention: str = "sdpa", seed: int = 0) -> Any:
+def build_model(model_spec: ModelSpec, tokenizer: Any, *, attention: str = "sdpa", seed: int = 0,
+                revision: str | None = None) -> Any:
     """The causal LM in float32 (autocast supplies bf16/fp16 compute; the optimizer keeps fp32 weights).
 
     ``attention`` is the plan's effective value (sdpa/flash/eager/flex); ``flash`` maps to
@@ -97,7 +98,8 @@ def build_model(model_spec: ModelSpec, tokenizer: Any, *, attention: str = "sdpa
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config)
     else:
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, attn_implementation=impl)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, attn_implementation=impl,
+                                                     revision=revision)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model

@@ -99,8 +99,10 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
     """(policy, tokenizer, frozen reference or None, strategy in effect), wrapped for the world size."""
     algo = ctx.algorithm(GRPOAlgorithm)
     recipe = ctx.recipe
-    tokenizer = policy_tokenizer(recipe.model, task.corpus)
-    model = build_model(recipe.model, tokenizer, attention=recipe.train.attention, seed=ctx.seed)
+    revision = ctx.plan.pinned_commit("model", recipe.model.name)  # offline clusters: what prepare fetched
+    tokenizer = policy_tokenizer(recipe.model, task.corpus, revision=revision)
+    model = build_model(recipe.model, tokenizer, attention=recipe.train.attention, seed=ctx.seed,
+                        revision=revision)
     model.to(ctx.device)
     ref = None
     if algo.beta > 0:
