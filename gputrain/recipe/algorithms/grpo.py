@@ -70,7 +70,14 @@ class GRPOAlgorithm(BaseModel):
     multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
         default="sum_then_normalize", description="normalize_then_sum is GDPO"
     )
-    length_budget: int | None = Field(default=None, gt=0, description="token budget of a length reward")
+    length_budget: int | None = Field(
+        default=None, gt=0, description="token budget of a length reward; below max_completion_length"
+    )
+    length_gate: Literal["correctness", "format", "none"] = Field(
+        default="correctness",
+        description="the length reward pays only completions that are correct / well-formed (none: any, "
+        "the empty one included)",
+    )
 
     # Code reward (grpo_code)
     all_or_nothing: bool = Field(default=False, description="code reward 1 only when every assert passes")
@@ -90,6 +97,12 @@ class GRPOAlgorithm(BaseModel):
         if self.reward_weights is not None and self.rewards and len(self.reward_weights) != len(self.rewards):
             raise ValueError(
                 f"reward_weights has {len(self.reward_weights)} values for {len(self.rewards)} rewards"
+            )
+        if self.length_budget is not None and self.length_budget >= self.max_completion_length:
+            raise ValueError(
+                f"length_budget {self.length_budget} must be below max_completion_length "
+                f"{self.max_completion_length}: at or above it every completion is within budget and the "
+                "length reward carries no signal"
             )
         if self.train_batch_size is not None and self.ppo_mini_batch_size is not None:
             if self.ppo_mini_batch_size > self.train_batch_size:
