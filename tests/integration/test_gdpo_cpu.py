@@ -36,10 +36,10 @@ def test_gdpo_cpu_each_reward_rises_under_real_fsdp(tmp_path: Path) -> None:
     assert "strategy requested=fsdp in effect=fsdp" in log
 
     for name in ("format", "integer", "length"):
-        first, last = first_last(metric_series(job, f"reward/{name}_mean"))
+        first, last = first_last(metric_series(job, f"rewards/{name}/mean"))
         assert last > first + 0.02, (name, first, last)
-        assert len(metric_series(job, f"reward/{name}_std")) == 40
-    lengths = metric_series(job, "response_length")
+        assert len(metric_series(job, f"rewards/{name}/std")) == 40
+    lengths = metric_series(job, "completions/mean_length")
     assert first_last(lengths)[1] < first_last(lengths)[0]  # the length budget pulls responses shorter
 
     assert result["distinct_advantages_gdpo_mean"] >= result["distinct_advantages_grpo_mean"]

@@ -35,13 +35,21 @@ from gputrain.train.grpo.advantages import (
     count_distinct_advantages,
     gather_rewards,
     local_rows,
+    reward_statistics,
 )
-from gputrain.train.grpo.loss import completion_logprobs, grpo_loss
+from gputrain.train.grpo.loss import (
+    completion_logprobs,
+    completion_logprobs_and_entropy,
+    grpo_loss,
+    truncated_is_weights,
+)
 from gputrain.train.grpo.policy import (
     build_model,
     enable_gradient_checkpointing,
     policy_tokenizer,
 )
+from gputrain.train.grpo.prompts import PromptFormat, resolve_prompt_format, stop_token_ids
+from gputrain.train.grpo.results import run_result
 from gputrain.train.grpo.rollout import generate, pick_engine
 from gputrain.train.grpo.sharding import (
     apply_ddp,
@@ -49,6 +57,7 @@ from gputrain.train.grpo.sharding import (
     compile_layers,
     sharding_report,
     unsharded_for_generation,
+    unwrap,
 )
 from gputrain.train.grpo.state import load_full_state, save_full_state
 from gputrain.train.grpo.task import GRPOTask
@@ -149,6 +158,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     engine, engine_note = pick_engine(algo.rollout_engine, ctx.device, ctx.recipe.memory.vllm_gpu_memory_utilization)
     model, tokenizer, ref, strategy = build_policy(ctx, task)
     ctx.print0(f"[grpo] rollout engine: {engine_note}")
+    fmt = resolve_prompt_format(algo.prompt_format, tokenizer, algo.system_prompt)
+    stops = stop_token_ids(tokenizer, getattr(unwrap(model), "generation_config", None))
+    ctx.print0(f"[grpo] prompts: {fmt.mode}{' with a system turn' if fmt.system else ''}; stop ids {stops}")
     vllm_engine = None
     if engine == "vllm":
         from gputrain.train.grpo.vllm_engine import engine_from_context
@@ -195,7 +207,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     eval_every = train.eval_every
     log_every = train.log_every
     last_eval: dict[str, float] = {}
-    rewards_seen: list[float] = []
+    history: list[dict[str, float]] = []
 
     while step < max_steps:
         t0 = time.perf_counter()
@@ -221,8 +233,10 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "top_p": algo.top_p,
             "top_k": algo.top_k,
             "device": ctx.device,
+            "eos_ids": stops,
+            "add_special_tokens": fmt.add_special_tokens,
         }
-        prompts = [r["prompt"] for r in rows]
+        prompts = fmt.render(tokenizer, [r["prompt"] for r in rows])
         if vllm_engine is not None:
             roll = vllm_engine.generate(tokenizer, prompts, **sampling)
         else:
@@ -231,33 +245,34 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         scores = torch.tensor(task.score(roll.texts, rows), dtype=torch.float32).view(len(rows), -1)
         t_score = time.perf_counter() - t_roll - t_gen
         all_scores = gather_rewards(scores.to(ctx.device)).cpu()
-        advantages = local_rows(
-            compute_advantages(
-                all_scores,
-                group,
-                weights,
-                aggregation=algo.multi_objective_aggregation,
-                scale_rewards=algo.scale_rewards,
-            ),
-            ctx.rank,
-            ctx.world_size,
-        ).to(ctx.device)
+        all_advantages = compute_advantages(
+            all_scores,
+            group,
+            weights,
+            aggregation=algo.multi_objective_aggregation,
+            scale_rewards=algo.scale_rewards,
+        )
+        advantages = local_rows(all_advantages, ctx.rank, ctx.world_size).to(ctx.device)
         mask = roll.completion_mask.clone()
         if algo.mask_truncated_completions:
             mask = mask * (~roll.truncated).long().unsqueeze(1)
 
         input_ids, attn = roll.input_ids, roll.attention_mask
         keep = roll.completion_ids.size(1)
-        need_old = n_mini > 1 or algo.num_iterations > 1
+        use_is = algo.vllm_is_correction and roll.sampler_logps is not None
+        need_old = n_mini > 1 or algo.num_iterations > 1 or use_is
         with torch.no_grad(), ctx.autocast():
             old = completion_logprobs(model, input_ids, attn, keep, algo.temperature, micro) if need_old else None
             ref_lp = (
                 completion_logprobs(ref, input_ids, attn, keep, algo.temperature, micro) if ref is not None else None
             )
+        is_weights = None
+        if use_is and old is not None and roll.sampler_logps is not None:
+            is_weights = truncated_is_weights(old.float(), roll.sampler_logps, mask, algo.vllm_is_cap)
 
         model.train()
         rows_per_mini = len(rows) // n_mini
-        losses, kls, clips, norms = [], [], [], []
+        losses, kls, clips, norms, entropies = [], [], [], [], []
         for _ in range(algo.num_iterations):
             for m in range(n_mini):
                 sl = slice(m * rows_per_mini, (m + 1) * rows_per_mini)
@@ -269,7 +284,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                     guard = _grad_sync(model, sync)
                     with guard:
                         with ctx.autocast():
-                            lp = completion_logprobs(model, input_ids[mb], attn[mb], keep, algo.temperature)
+                            lp, ent = completion_logprobs_and_entropy(
+                                model, input_ids[mb], attn[mb], keep, algo.temperature
+                            )
                         out = grpo_loss(
                             lp.float(),
                             advantages[mb],
@@ -284,11 +301,15 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                             max_completion_length=algo.max_completion_length,
                             accum_steps=len(starts),
                             tokens_per_rank=tokens_rank,
+                            is_weights=None if is_weights is None else is_weights[mb],
+                            entropies=ent if algo.entropy_coeff else ent.detach(),
+                            entropy_coeff=algo.entropy_coeff,
                         )
                         ctx.scaler.scale(out.loss).backward()
                     losses.append(float(out.loss.detach()) * (len(starts) if algo.loss_type != "dapo" else 1))
                     kls.append(out.kl)
                     clips.append(out.clip_ratio)
+                    entropies.append(out.entropy)
                 ctx.scaler.unscale_(optimizer)
                 clip = train.grad_clip
                 norm = torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf"))
@@ -303,22 +324,27 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         elapsed = time.perf_counter() - t0
         total_tokens = _global_sum(float(attn.sum()), ctx.device)
         gen_tokens = _global_sum(float(roll.completion_mask.sum()), ctx.device)
-        totals = all_scores @ torch.tensor(weights, dtype=torch.float32)
-        totals = totals[~totals.isnan()]  # unscored rows (advantage 0) stay out of the reward statistics
-        rewards_seen.append(float(totals.mean()) if totals.numel() else 0.0)
+        n_global = len(rows) * ctx.world_size
+        # dapo's micro-batch losses are shares of one update's token mean: sum them per update.
+        loss = sum(losses) / (max(1, len(losses)) if algo.loss_type != "dapo" else len(norms))
+        averaged = ctx.all_reduce_mean(
+            loss=loss,
+            kl=sum(kls) / max(1, len(kls)),
+            clip_ratio=sum(clips) / max(1, len(clips)),
+            entropy=sum(entropies) / max(1, len(entropies)),
+        )
+        stats = reward_statistics(all_scores, group, weights, all_advantages, task.reward_names)
         values: dict[str, float] = {
-            # dapo's micro-batch losses are shares of one update's token mean: sum them per update.
-            "loss": sum(losses) / (max(1, len(losses)) if algo.loss_type != "dapo" else len(norms)),
-            "reward_mean": float(totals.mean()) if totals.numel() else 0.0,
-            "reward_std": float(totals.std()) if totals.numel() > 1 else 0.0,
-            "kl": sum(kls) / max(1, len(kls)),
-            "clip_ratio": sum(clips) / max(1, len(clips)),
+            **averaged,
+            "reward_mean": stats.pop("reward"),
+            "reward_std": stats.pop("reward_std"),
+            **stats,
             "grad_norm": sum(norms) / max(1, len(norms)),
             "lr": float(scheduler.get_last_lr()[0]),
             "tokens_per_s": total_tokens / elapsed,
             "rollout_tokens_per_s": gen_tokens / max(t_gen, 1e-9),
-            "response_length": gen_tokens / (len(rows) * ctx.world_size),
-            "truncated_ratio": _global_sum(float(roll.truncated.sum()), ctx.device) / (len(rows) * ctx.world_size),
+            "completions/mean_length": gen_tokens / n_global,
+            "completions/clipped_ratio": _global_sum(float(roll.truncated.sum()), ctx.device) / n_global,
             "distinct_advantages": float(count_distinct_advantages(advantages.cpu(), group)),
             "step_seconds": elapsed,
             "rollout_seconds": t_gen,
@@ -326,30 +352,32 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "reward_seconds": t_score,
             "epoch": pos["epoch"] + pos["index"] / max(1, n_rows),
         }
-        for k, name in enumerate(task.reward_names):
-            column = all_scores[:, k][~all_scores[:, k].isnan()]
-            values[f"reward/{name}_mean"] = float(column.mean()) if column.numel() else 0.0
-            values[f"reward/{name}_std"] = float(column.std()) if column.numel() > 1 else 0.0
+        if is_weights is not None:
+            on = mask.bool()
+            values["sampling/is_weight_mean"] = ctx.all_reduce_mean(w=float(is_weights[on].mean()))["w"]
+        history.append(values)
         ctx.metrics.log(step, **values)
         if step % log_every == 0 or step == 1:
             ctx.print0(
                 f"[grpo] step {step}/{max_steps} "
                 f"reward {values['reward_mean']:.3f}+-{values['reward_std']:.3f} "
-                f"loss {values['loss']:.4f} kl {values['kl']:.4f} len {values['response_length']:.1f} "
+                f"loss {values['loss']:.4f} kl {values['kl']:.4f} len {values['completions/mean_length']:.1f} "
                 f"tok/s {values['tokens_per_s']:.0f} {elapsed:.2f}s"
             )
 
         if eval_every and step % int(eval_every) == 0 and step < max_steps:
-            last_eval = evaluate(ctx, model, tokenizer, task, algo, step)
+            last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops)
         if ctx.should_stop():
             ctx.exit_for_requeue(step, state())
         if save_every and step % int(save_every) == 0:
             ctx.checkpoints.save(step, state())
 
-    last_eval = evaluate(ctx, model, tokenizer, task, algo, step)
+    last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops)
     if save_every:
         ctx.checkpoints.save(step, state())
-    head, tail = rewards_seen[:10], rewards_seen[-10:]
+    result = run_result(history, last_eval, task.reward_names)
+    for flag in result["flags"]:
+        ctx.print0(f"[grpo] WARNING: {flag}")
     ctx.write_json(
         "result.json",
         {
@@ -359,10 +387,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "sharded_local_numel": report.local_numel,
             "global_numel": report.global_numel,
             "rollout_engine": engine,
+            "prompt_format": fmt.mode,
             "precision": ctx.precision.name,
-            "reward_first10": sum(head) / len(head) if head else None,
-            "reward_last10": sum(tail) / len(tail) if tail else None,
-            **{f"eval_{k}": v for k, v in last_eval.items()},
+            **result,
             **task.report,
         },
     )
@@ -370,7 +397,14 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
 
 
 def evaluate(
-    ctx: RunContext, model: Any, tokenizer: Any, task: GRPOTask, algo: GRPOAlgorithm, step: int
+    ctx: RunContext,
+    model: Any,
+    tokenizer: Any,
+    task: GRPOTask,
+    algo: GRPOAlgorithm,
+    step: int,
+    fmt: PromptFormat,
+    stops: list[int],
 ) -> dict[str, float]:
     """Greedy (or ``eval_temperature``) completions of held-out prompts, scored on rank 0 only.
 
@@ -386,13 +420,15 @@ def evaluate(
             roll = generate(
                 model,
                 tokenizer,
-                [r["prompt"] for r in rows],
+                fmt.render(tokenizer, [r["prompt"] for r in rows]),
                 max_prompt_length=algo.max_prompt_length,
                 max_new_tokens=algo.eval_max_new_tokens or algo.max_completion_length,
                 temperature=algo.eval_temperature,
                 device=ctx.device,
                 autocast=ctx.autocast(),
                 gather=False,
+                eos_ids=stops,
+                add_special_tokens=fmt.add_special_tokens,
             )
             if task.evaluate is not None:
                 results = task.evaluate(roll.texts, rows)
@@ -400,6 +436,8 @@ def evaluate(
                 scores = task.score(roll.texts, rows)
                 for k, name in enumerate(task.reward_names):
                     results[name] = sum(s[k] for s in scores) / len(scores)
+            results.setdefault("mean_length", float(roll.completion_mask.sum()) / len(rows))
+            results["empty_rate"] = sum(not t.strip() for t in roll.texts) / len(rows)
             _write_samples(ctx, step, rows, roll.texts)
         ctx.barrier()
     if ctx.is_main:
