@@ -26,7 +26,7 @@ def _tiny(seed: int = 3) -> tuple:
 
 
 def test_tiny_tokenizer_has_a_chat_template_and_auto_picks_it() -> None:
-    model, tok = _tiny()
+    _, tok = _tiny()
     fmt = resolve_prompt_format("auto", tok, system="Answer with the number")
     assert fmt.mode == "chat" and not fmt.add_special_tokens
     text = fmt.render(tok, ["What is 2 + 3?"])[0]
