@@ -6,8 +6,9 @@
 MFU counts the 2n = 2048 processed tokens of ``x_t ⊕ x_0`` (``gputrain.train.diffusion.mfu``): body
 matmuls over all 2n tokens, the output head over the masked tokens (n/2 on average for t ~ U[0, 1]),
 dense attention scores. Data is random
-token ids (throughput does not depend on content). Prints one JSON line; copy it into
-``benchmarks/RESULTS.md`` with the device name and date. Needs a CUDA GPU.
+token ids (throughput does not depend on content). The model is the recipe's: dropout 0.1, no t input
+(``--time-conditioning`` for the old setting). Prints one JSON line; copy it into
+``benchmarks/RESULTS.md`` with the device name and date. Needs a CUDA GPU (``--device cpu`` for a smoke run).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> int:
     ap.add_argument("--attention", choices=["sdpa", "flex"], default="sdpa")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--dropout", type=float, default=0.1, help="the reference's model.dropout")
+    ap.add_argument("--time-conditioning", action="store_true", help="feed t to adaLN (off in the reference)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke run, no MFU")
@@ -48,10 +51,11 @@ def main() -> int:
     dev = torch.device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = True
     cfg = DiTConfig(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers,
-                    num_heads=args.heads, gradient_checkpointing=args.checkpointing)
+                    num_heads=args.heads, gradient_checkpointing=args.checkpointing, dropout=args.dropout,
+                    time_conditioning=args.time_conditioning)
     model = DiT(cfg).to(dev)
     net: torch.nn.Module = torch.compile(model) if args.compile else model  # type: ignore[assignment]
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=dev.type == "cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999), fused=dev.type == "cuda")
     layout, sched = Layout.bd3(args.seq_len, args.block_size), LogLinearSchedule()
     inputs = layout.training_inputs(dev)
     flex = flex_block_mask(layout.block_ids, layout.block_ids, dev) if args.attention == "flex" else None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
+    from gputrain.registry.store import JobRecord, JobRegistry
 
 
 @dataclass
@@ -44,9 +45,14 @@ class JobStatus:
 
 
 class Backend(ABC):
-    """A place where jobs run."""
+    """A place where jobs run: submit, status, cancel, where its logs are, and its own jobs.
+
+    The CLI finds the backend of a job from its registry record (:mod:`gputrain.backends.table`) and calls
+    these; nothing in ``gputrain jobs/status/cancel/logs`` knows a backend by name.
+    """
 
     name: str
+    registry: JobRegistry
 
     @abstractmethod
     def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
@@ -57,5 +63,18 @@ class Backend(ABC):
         """Current state; raises a GputrainError if the backend cannot be asked."""
 
     @abstractmethod
-    def cancel(self, job_id: str) -> None:
-        """Stop the job (pending or running)."""
+    def cancel(self, job_id: str) -> str:
+        """Stop the job (pending or running) and return the state it is in after: CANCELLED, or the state it
+        had already ended in (a finished job is never marked CANCELLED)."""
+
+    def logs_location(self, record: JobRecord) -> Path | None:
+        """The job folder on this machine (``training_output.log``, ``metrics.jsonl``, ``summary.json``)."""
+        return Path(record.job_dir) if record.job_dir else None
+
+    def refresh(self, records: list[JobRecord]) -> list[JobRecord]:
+        """``records`` with this backend's unfinished ones brought up to date (default: the registry's word)."""
+        return records
+
+    def list_jobs(self, limit: int | None = 50) -> list[JobRecord]:
+        """This backend's jobs, newest first, refreshed."""
+        return self.refresh(self.registry.list(limit, backend=self.name))

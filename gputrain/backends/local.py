@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -25,23 +26,16 @@ from typing import IO, TYPE_CHECKING
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.backends.processes import alive, end_tree
+from gputrain.contract import jobstate
 from gputrain.errors import GputrainError
-from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
+from gputrain.registry.store import JobRecord, JobRegistry
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
 
 LOG_FILE = "training_output.log"
-REQUEUE_EXIT_CODE = 75  # gputrain.train.runtime.signals; train/ is not imported from here
-
-
-def end_state(rc: int, job_dir: Path, cancelled: bool) -> str:
-    """A user's cancel wins over PREEMPTED (the runtime writes it on any SIGTERM, checkpointing first)."""
-    if cancelled:
-        return "CANCELLED"
-    if (job_dir / "PREEMPTED").exists():
-        return "PREEMPTED"
-    return "COMPLETED" if rc == 0 else "FAILED"
+RECORD_WAIT_S = 30.0  # how long `cancel` waits for the supervisor to record the end state
 
 
 class LocalBackend(Backend):
@@ -81,7 +75,7 @@ class LocalBackend(Backend):
                     backend="local",
                     recipe=recipe,
                     recipe_path=plan.recipe_path,
-                    state="PENDING",
+                    state=jobstate.PENDING,
                     gpu=plan.gpu.name,
                     gpus_per_node=plan.gpus_per_node,
                     nodes=plan.nodes,
@@ -97,7 +91,7 @@ class LocalBackend(Backend):
         except (OSError, GputrainError) as exc:
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(job_dir, ignore_errors=True)
-            self.registry.update(record.job_id, state="CANCELLED", extra={"reason": "job folder not created"})
+            self.registry.update(record.job_id, state=jobstate.CANCELLED, extra={"reason": "job folder not created"})
             if isinstance(exc, GputrainError):
                 raise
             raise GputrainError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
@@ -131,7 +125,8 @@ class LocalBackend(Backend):
         env.setdefault("OMP_NUM_THREADS", "1")
         cancelled = False
         if self._cancel_requested(sub.job_id):  # cancelled while the detached supervisor was starting
-            self.registry.update(sub.job_id, state="CANCELLED")
+            jobstate.write_cancel_marker(job_dir, "gputrain cancel")
+            self.registry.update(sub.job_id, state=jobstate.CANCELLED, extra={"reason": "cancelled before start"})
             return 1
         with open(job_dir / LOG_FILE, "a", encoding="utf-8", errors="replace") as log:
             try:
@@ -148,16 +143,18 @@ class LocalBackend(Backend):
                     start_new_session=True,
                 )
             except OSError as exc:
-                self.registry.update(sub.job_id, state="FAILED", extra={"reason": str(exc)})
+                self.registry.update(sub.job_id, state=jobstate.FAILED, extra={"reason": str(exc)})
                 raise GputrainError(f"cannot start {job_dir / 'launch.sh'}: {exc.strerror}") from None
-            self.registry.update(sub.job_id, state="RUNNING", extra={"pid": proc.pid})
+            self.registry.update(sub.job_id, state=jobstate.RUNNING, extra={"pid": proc.pid})
             if self._cancel_requested(sub.job_id):  # a cancel that raced the start: honour it now
                 cancelled = True
                 os.killpg(proc.pid, signal.SIGTERM)
 
             def forward(signum: int, frame: FrameType | None) -> None:
                 nonlocal cancelled
-                cancelled = cancelled or signum in (signal.SIGINT, signal.SIGTERM)
+                if signum in (signal.SIGINT, signal.SIGTERM) and not cancelled:
+                    cancelled = True  # Ctrl-C of a foreground run, or the supervisor told to stop
+                    jobstate.write_cancel_marker(job_dir, signal.Signals(signum).name)
                 try:
                     os.killpg(proc.pid, signal.SIGTERM if signum == signal.SIGINT else signum)
                 except ProcessLookupError:
@@ -177,21 +174,24 @@ class LocalBackend(Backend):
                 for s, handler in previous.items():
                     signal.signal(s, handler)
         cancelled = cancelled or self._cancel_requested(sub.job_id)
-        state = end_state(rc, job_dir, cancelled)
-        self._summarize(job_dir, rc, state)  # first: a final registry state means the summary is there
-        self.registry.update(sub.job_id, state=state, exit_code=rc)
+        if cancelled:
+            jobstate.write_cancel_marker(job_dir, "gputrain cancel")  # already there unless the cancel raced
+        ending = jobstate.end_state(rc, jobstate.markers_in(job_dir), jobstate.BackendFacts(user_cancelled=cancelled))
+        self._summarize(job_dir, rc)  # first: a final registry state means the summary is there
+        self.registry.update(sub.job_id, state=ending.state, exit_code=rc, extra={"reason": ending.reason})
         return rc
 
     def _cancel_requested(self, job_id: str) -> bool:
         fresh = self.registry.find(job_id)
-        return bool(fresh and (fresh.state == "CANCELLED" or (fresh.extra or {}).get("cancel_requested")))
+        return bool(fresh and (fresh.state == jobstate.CANCELLED or (fresh.extra or {}).get("cancel_requested")))
 
     @staticmethod
-    def _summarize(job_dir: Path, rc: int, state: str) -> None:
+    def _summarize(job_dir: Path, rc: int | None) -> None:
+        """The final summary; its end state comes from the same contract (exit code + markers) as ours."""
         try:
             from gputrain.logs.summarize import summarize
 
-            summarize(job_dir, final=True, exit_code=rc, state=state)
+            summarize(job_dir, final=True, exit_code=rc)
         except GputrainError as exc:
             print(f"gputrain: warning: summary not written: {exc}", file=sys.stderr)
 
@@ -199,33 +199,43 @@ class LocalBackend(Backend):
         rec = self.registry.get(job_id)
         state = rec.state
         pid = (rec.extra or {}).get("pid")
-        if state == "RUNNING" and isinstance(pid, int) and not _alive(pid):
-            state = "UNKNOWN"  # the supervisor died without recording the end
-        return JobStatus(job_id=rec.job_id, state=state, exit_code=rec.exit_code, source="registry")
+        if state == jobstate.RUNNING and isinstance(pid, int) and not alive(pid):
+            state = jobstate.UNKNOWN  # the supervisor died without recording the end
+        return JobStatus(job_id=rec.job_id, state=state, exit_code=rec.exit_code,
+                         reason=str((rec.extra or {}).get("reason") or ""), source="registry")
 
-    def cancel(self, job_id: str) -> None:
+    def cancel(self, job_id: str) -> str:
+        """End the job and every process it started; the end state is recorded as CANCELLED. A job that has
+        already ended is left as it is (its state is returned); returns the state the job ends in."""
         rec = self.registry.get(job_id)
-        if rec.state in FINAL_STATES:
-            return
-        pid = (rec.extra or {}).get("pid")
+        if rec.state in jobstate.ENDED_STATES:
+            return rec.state
+        if rec.job_dir:
+            jobstate.write_cancel_marker(rec.job_dir, "gputrain cancel")  # before the signal: no other verdict
         self.registry.update(job_id, extra={"cancel_requested": True})
-        if isinstance(pid, int) and _alive(pid):
-            try:
-                os.killpg(pid, signal.SIGTERM)  # torchrun passes it on; the runtime checkpoints and exits 75
-            except ProcessLookupError:
-                pass  # ended between the check and the kill: the supervisor records its end state
-        else:
-            self.registry.update(job_id, state="CANCELLED")
+        pid = (rec.extra or {}).get("pid")
+        if isinstance(pid, int) and alive(pid):
+            end_tree(pid)  # torchrun passes SIGTERM on; the runtime checkpoints and exits (then SIGKILL)
+            fresh = self._wait_recorded(job_id)
+            if fresh.state in jobstate.ENDED_STATES:
+                return fresh.state
+        supervisor = (rec.extra or {}).get("supervisor_pid")
+        if isinstance(supervisor, int) and alive(supervisor) and rec.state == jobstate.PENDING:
+            return self._wait_recorded(job_id).state  # it sees the request before it starts anything
+        # Nobody left to record the end (never started, or the supervisor died): record it here.
+        if rec.job_dir and Path(rec.job_dir).is_dir():
+            self._summarize(Path(rec.job_dir), rec.exit_code)
+        self.registry.update(job_id, state=jobstate.CANCELLED, extra={"reason": "cancelled by the user"})
+        return jobstate.CANCELLED
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    def _wait_recorded(self, job_id: str) -> JobRecord:
+        """The record once the supervisor has written an end state (or after :data:`RECORD_WAIT_S`)."""
+        deadline = time.monotonic() + RECORD_WAIT_S
+        while True:
+            fresh = self.registry.get(job_id)
+            if fresh.state in jobstate.ENDED_STATES or time.monotonic() > deadline:
+                return fresh
+            time.sleep(0.2)
 
 
 def _supervise(job_dir: str, job_id: str) -> int:

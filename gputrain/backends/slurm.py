@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.backends.resume import seed_checkpoint
 from gputrain.backends.slurm_parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -31,7 +32,8 @@ from gputrain.backends.slurm_parse import (
     parse_squeue,
     slurm_job_id,
 )
-from gputrain.errors import ClusterError, GputrainError
+from gputrain.contract import jobstate
+from gputrain.errors import ClusterError, GputrainError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
 
 if TYPE_CHECKING:
@@ -86,6 +88,7 @@ class PreparedJob:
     logs_dir: str
     files: dict[str, str]
     sweep: list[str] = field(default_factory=list)  # this job's point of a --sweep grid, as --set texts
+    resume_from: str | None = None  # a job folder whose newest checkpoint the job starts from
 
     def stamped(self, stamp: str) -> dict[str, str]:
         return {name: text.replace(STAMP_MARK, stamp) for name, text in self.files.items()}
@@ -98,12 +101,13 @@ def prepare_job(
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
 
-    from gputrain.render.render import render_sbatch
+    from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
     logs_dir = Path(logs_dir).absolute()
     plan = plan.model_copy(update={"artifacts": {**plan.artifacts, "job.sbatch": "job.sbatch"}})
+    inputs = SbatchInputs.here(plan, logs_dir=str(logs_dir), stamp=STAMP_MARK, debug=debug)
     files = {
-        "job.sbatch": render_sbatch(plan, logs_dir=logs_dir, stamp=STAMP_MARK, debug=debug),
+        "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
         "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
     }
@@ -147,6 +151,12 @@ class SlurmBackend(Backend):
         self._check_gres(job)
         staging = logs_dir / f".staging_{job.recipe}_{stamp}_{os.urandom(4).hex()}"
         self._write_folder(staging, files)
+        if job.resume_from:
+            try:
+                seed_checkpoint(Path(job.resume_from), staging)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
         try:
             job_id = self._sbatch_held(staging / "job.sbatch", job)
         except BaseException:
@@ -157,7 +167,7 @@ class SlurmBackend(Backend):
             os.rename(staging, job_dir)
             self.registry.add(self._record(job_id, job_dir, job))
         except (OSError, GputrainError) as exc:
-            run_slurm(["scancel", job_id])
+            run_slurm(["scancel", "--", job_id])
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(job_dir, ignore_errors=True)
             if isinstance(exc, GputrainError):
@@ -165,7 +175,7 @@ class SlurmBackend(Backend):
             raise ClusterError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
         released = run_slurm(["scontrol", "release", job_id])
         if released.returncode != 0:
-            run_slurm(["scancel", job_id])
+            run_slurm(["scancel", "--", job_id])
             self.registry.update(job_id, state="CANCELLED", extra={"reason": "release failed"})
             raise ClusterError(_one_line("scontrol release", released.stderr))
         return Submission(job_id=job_id, job_dir=job_dir, script=script)
@@ -224,7 +234,7 @@ class SlurmBackend(Backend):
         cluster = job.cluster
         return JobRecord(
             job_id=job_id, backend="slurm", name=job_dir.name, cluster=cluster.get("name"),
-            recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state="PENDING",
+            recipe=job.recipe, recipe_path=job.recipe_path, job_dir=str(job_dir), state=jobstate.PENDING,
             gpu=job.gpu, gpus_per_node=job.gpus_per_node, nodes=job.nodes,
             extra={"partition": cluster.get("partition"), "user": getpass.getuser(),
                    **({"sweep": job.sweep} if job.sweep else {})},
@@ -234,7 +244,7 @@ class SlurmBackend(Backend):
     def query(self, job_id: str) -> SlurmJob | None:
         """scontrol (live and recently finished jobs), then sacct when accounting exists."""
         job_id = slurm_job_id(job_id)
-        proc = run_slurm(["scontrol", "show", "job", "-o", job_id])
+        proc = run_slurm(["scontrol", "show", "job", "-o", "--", job_id])
         if proc.returncode == 0:
             return parse_scontrol_job(proc.stdout)
         err = proc.stderr.lower()
@@ -250,16 +260,21 @@ class SlurmBackend(Backend):
     def status(self, job_id: str) -> JobStatus:
         job = self.query(job_id)
         record = self.registry.find(job_id)
-        if job is None:
-            known = record.state if record else "UNKNOWN"
+        if job is None:  # ended long enough ago for scontrol to forget it, and no accounting to ask
+            known = record.state if record and record.state in FINAL_STATES else "UNKNOWN"
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
+        state, reason = job.state, job.reason
+        if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
+            markers = jobstate.markers_in(record.job_dir if record is not None else None)
+            ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))
+            state, reason = ending.state, reason or ending.reason
         if record is not None and record.backend == "slurm" and not self.registry.read_only():
             self.registry.update(
-                record.job_id, state=job.state, exit_code=job.exit_code,
-                extra={"reason": job.reason, "restarts": job.restarts, "nodes": job.nodes},
+                record.job_id, state=state, exit_code=job.exit_code,
+                extra={"reason": reason, "restarts": job.restarts, "nodes": job.nodes},
             )
-        return JobStatus(job.job_id, job.state, reason=job.reason, exit_code=job.exit_code,
+        return JobStatus(job.job_id, state, reason=reason, exit_code=job.exit_code,
                          elapsed=job.elapsed, nodes=job.nodes, restarts=job.restarts, source=job.source)
 
     def refresh(self, records: list[JobRecord]) -> list[JobRecord]:
@@ -281,9 +296,19 @@ class SlurmBackend(Backend):
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
         return [updated.get(r.job_id, r) for r in records]
 
-    def cancel(self, job_id: str) -> None:
-        proc = run_slurm(["scancel", slurm_job_id(job_id)])
+    def cancel(self, job_id: str) -> str:
+        """scancel a job gputrain submitted; returns its state after. A job Slurm reports as ended is left
+        alone (its state recorded): scancel on it would answer 0 and say nothing."""
+        record = self.registry.find(slurm_job_id(job_id))
+        if record is None or record.backend != "slurm":
+            raise UserError(f"no Slurm job {job_id} in the registry: gputrain cancels only jobs it submitted")
+        current = self.status(job_id)
+        if current.state in FINAL_STATES:
+            return current.state
+        if record.job_dir:
+            jobstate.write_cancel_marker(record.job_dir, "gputrain cancel")  # the job script must not requeue
+        proc = run_slurm(["scancel", "--", job_id])
         if proc.returncode != 0:
             raise ClusterError(_one_line("scancel", proc.stderr))
-        if self.registry.find(job_id) is not None:
-            self.registry.update(job_id, state="CANCELLED")
+        self.registry.update(job_id, state=jobstate.CANCELLED, extra={"cancelled_by": getpass.getuser()})
+        return jobstate.CANCELLED

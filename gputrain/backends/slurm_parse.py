@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import ClusterError
 
 _STATE_MAP = {
@@ -41,7 +42,7 @@ def slurm_job_id(text: str) -> str:
     return text
 
 
-_ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+_ENDED = ENDED_STATES
 
 
 def map_state(raw: str, *, restarts: int = 0) -> str:

@@ -45,10 +45,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "registry record, log, summary."),
     CommandSpec("submit", "gputrain.cli.slurm", "submit", "Plan a recipe for a Slurm cluster, write its job "
                 "folder and sbatch it."),
-    CommandSpec("jobs", "gputrain.cli.slurm", "jobs", "Known jobs (all backends), newest first."),
-    CommandSpec("status", "gputrain.cli.slurm", "status", "State, reason, exit code, elapsed time and nodes of "
-                "one job."),
-    CommandSpec("cancel", "gputrain.cli.slurm", "cancel", "Cancel a pending or running Slurm job."),
+    CommandSpec("jobs", "gputrain.cli.jobs", "jobs", "Known jobs (all backends), newest first."),
+    CommandSpec("status", "gputrain.cli.jobs", "status", "State, reason, exit code, elapsed time and nodes of "
+                "one job, asked of its backend."),
+    CommandSpec("cancel", "gputrain.cli.jobs", "cancel", "Cancel a pending or running job, on whichever backend "
+                "runs it."),
     CommandSpec("clusters", "gputrain.cli.slurm", "clusters", "Cluster profiles: built-ins and your own."),
     CommandSpec("logs", "gputrain.cli.logs", "logs_command", "Show, follow or summarize a job's logs."),
     CommandSpec("docker", "gputrain.cli.runpod", "docker", "Write a Docker build context and run scripts for a "

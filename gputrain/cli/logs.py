@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import GputrainError, LogError
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from gputrain.registry.store import JobRecord
 
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
+TERMINAL = ENDED_STATES
 
 
 class NotStarted(Exception):
@@ -50,33 +51,29 @@ def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
         raise LogError(f"{ref}: no such file, folder or job (see `gputrain jobs`)")
     if record.state == "PENDING":
         raise NotStarted(pending_message(record))
-    if not record.job_dir:
+    from gputrain.backends.table import backend_of
+
+    job_dir = backend_of(record).logs_location(record)
+    if job_dir is None:
         raise LogError(f"job {record.job_id} has no job folder recorded in the registry")
-    job_dir = Path(record.job_dir)
     if not job_dir.is_dir():
         raise LogError(f"job {record.job_id}: job folder {job_dir} is missing")
     return job_dir, record
 
 
 def pending_message(record: JobRecord) -> str:
-    """``job 4242 is PENDING (Resources): no output yet``; the reason from the scheduler when it has one."""
-    reason = (record.extra or {}).get("reason")
-    if record.backend == "slurm" and not reason:
-        reason = _slurm_reason(record.job_id)
+    """``job 4242 is PENDING (Resources): no output yet``: the reason from the registry, else its backend."""
+    reason = (record.extra or {}).get("reason") or _backend_reason(record)
     return f"job {record.job_id} is PENDING{f' ({reason})' if reason else ''}: no output yet"
 
 
-def _slurm_reason(job_id: str) -> str | None:
-    import shutil
-    import subprocess
+def _backend_reason(record: JobRecord) -> str | None:
+    from gputrain.backends.table import backend_of
 
-    if shutil.which("squeue") is None or not job_id.isdigit():
-        return None
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%r"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        return backend_of(record).status(record.job_id).reason or None
+    except GputrainError:
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def world_size(job_dir: Path | None, record: JobRecord | None) -> int | None:
@@ -124,34 +121,15 @@ def job_finished(job_dir: Path | None, record: JobRecord | None) -> Callable[[],
         fresh = _find_record(record.job_id) or record
         if fresh.state in TERMINAL:
             return True
-        pid = (fresh.extra or {}).get("pid")
-        if fresh.backend == "local" and isinstance(pid, int):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-        if fresh.backend == "slurm":
-            return _slurm_gone(fresh.job_id)
-        return False
+        from gputrain.backends.table import backend_of
+
+        try:  # the backend's own answer: a local supervisor that died, a Slurm job that left the queue
+            state = backend_of(fresh).status(fresh.job_id).state
+        except GputrainError:
+            return False
+        return state in TERMINAL or state == "UNKNOWN"
 
     return finished
-
-
-def _slurm_gone(job_id: str) -> bool:
-    import shutil
-    import subprocess
-
-    if shutil.which("squeue") is None:
-        return False
-    try:
-        out = subprocess.run(
-            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and not out.stdout.strip()
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
@@ -192,6 +170,7 @@ def logs_command(
     summary: bool = typer.Option(False, "--summary", help="(Re)write and print the job summary."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (implies --summary)."),
     final: bool = typer.Option(False, "--final", help="Record the job's final state (job scripts)."),
+    fix: bool = typer.Option(False, "--fix", help="What to change for a failed job, and the command that reruns it."),
     exit_code: int | None = typer.Option(None, "--exit-code", help="The job's exit code, with --final."),
 ) -> None:
     """Show, follow or summarize a job's logs.
@@ -231,6 +210,11 @@ def logs_command(
         raise LogError(f"--rank {rank}: job has {size} rank(s), 0-{size - 1}", exit_code=2)
     line_filter = LineFilter(rank, pattern)
     state = record.state if record is not None and record.state in TERMINAL | {"RUNNING", "PENDING"} else None
+    if fix:
+        if job_dir is None:
+            raise LogError(f"--fix needs a job (id or folder), not the log file {path}", exit_code=2)
+        _print_fix(summarize(path, rank=rank, state=state), job_dir, record, as_json)
+        return
     if not (final or as_json) and job_dir is not None and not _has_output(job_dir):
         print(f"{record.job_id if record else job_dir.name}: no output yet ({state or 'state unknown'})")
         if not follow:
@@ -255,7 +239,42 @@ def logs_command(
         return
     if summary or as_json or final:
         result = summarize(path, rank=rank, final=final, exit_code=exit_code, state=state)
+        if job_dir is not None:
+            from gputrain.doctor.annotate import annotate
+
+            annotate(result, job_dir)
         _print_summary(result, as_json)
+
+
+def _print_fix(summary: dict[str, Any], job_dir: Path, record: JobRecord | None, as_json: bool) -> None:
+    """``logs JOB --fix``: the cause, the remedy computed from the job's plan, and the command to rerun."""
+    from gputrain.doctor import rerun_command
+    from gputrain.doctor.annotate import annotate, job_plan
+    from gputrain.logs.display import safe_lines
+    from gputrain.logs.report import headline
+
+    remedy = annotate(summary, job_dir)
+    plan = job_plan(job_dir)
+    ref = record.job_id if record is not None else str(job_dir)
+    command = rerun_command(plan, remedy, ref) if plan is not None and remedy is not None else None
+    if as_json:
+        sys.stdout.write(json.dumps({"job": ref, "state": summary.get("state"), "root_cause": summary.get("root_cause"),
+                                     "remedy": remedy.as_dict() if remedy else None, "command": command,
+                                     "predicted_vs_measured": summary.get("predicted_vs_measured", {})}, indent=2)
+                         + "\n")
+        return
+    out = [headline(summary)]
+    if remedy is None:
+        out.append("nothing to fix: no failure was found in this job's logs")
+    else:
+        out.append(f"fix: {remedy.text}")
+    for key, pair in (summary.get("predicted_vs_measured") or {}).items():
+        out.append(f"{key}: predicted {pair['predicted']:g}, measured {pair['measured']:g}")
+    if command is not None:
+        out += ["rerun (resumes from the newest checkpoint):", f"  {command}"]
+    elif remedy is not None:
+        out.append("no plan.json in the job folder: rerun it yourself with the change above")
+    sys.stdout.write(safe_lines("\n".join(out) + "\n"))
 
 
 def _has_output(job_dir: Path) -> bool:

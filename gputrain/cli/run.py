@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt, resolve_recipe_path
+from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt, resolve_recipe_path, resume_source
 
 
 def register(app: typer.Typer) -> None:
@@ -32,6 +32,9 @@ def run(
     preset: PresetOpt = None,
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     detach: Annotated[bool, typer.Option("--detach", help="start in the background and return")] = False,
+    resume_from: Annotated[
+        str | None, typer.Option("--resume-from", help="start from this job's newest checkpoint (job id or folder)")
+    ] = None,
 ) -> None:
     """Run a recipe here with torchrun (one node): job folder, registry record, log, summary.
 
@@ -41,13 +44,16 @@ def run(
     Examples:
       gputrain run recipes/gnn_coloring.yaml --gpu cpu --gpus 2
       gputrain run gnn_coloring --gpu cpu --gpus 2 --set train.epochs=2 --detach
+      gputrain run gnn_coloring --gpu cpu --gpus 2 --set train.batch_size=8 --resume-from local-3
     """
     from gputrain.backends.local import LocalBackend
+    from gputrain.backends.resume import seed_checkpoint
     from gputrain.cli.output import warn
     from gputrain.errors import JobFailedError
     from gputrain.planner import make_plan
 
     path = resolve_recipe_path(recipe)
+    source = resume_source(resume_from) if resume_from else None
     plan = make_plan(
         path, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_ or []), preset=preset, target="local"
     )
@@ -56,6 +62,9 @@ def run(
     backend = LocalBackend()
     sub = backend.prepare(plan, logs_dir=logs_dir)
     print(f"job {sub.job_id}: {sub.job_dir}", flush=True)
+    if source is not None:
+        seeded = seed_checkpoint(source, sub.job_dir)
+        print(f"resuming from {seeded.name} of {source}", flush=True)
     if detach:
         pid = backend.detach(sub)
         print(f"started in the background (supervisor pid {pid}); follow with: gputrain logs {sub.job_id} -f")

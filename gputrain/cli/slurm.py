@@ -1,9 +1,8 @@
-"""Slurm commands: ``submit``, ``jobs``, ``status``, ``cancel``, ``clusters``.
+"""Slurm commands: ``submit``, ``clusters`` (``jobs``, ``status`` and ``cancel`` serve every backend:
+:mod:`gputrain.cli.jobs`).
 
     gputrain submit recipes/selftest.yaml --cluster testbed --nodes 2 --gpus 1
-    gputrain jobs
-    gputrain status 4242
-    gputrain cancel 4242
+    gputrain clusters
 
 Bodies import what they need (planner, backend, registry), so ``gputrain --help`` stays cheap.
 """
@@ -12,24 +11,23 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gputrain.errors import ClusterError, ClusterProfileError, UserError
+from gputrain.errors import ClusterError, ClusterProfileError
 
 if TYPE_CHECKING:
     from gputrain.backends.slurm import PreparedJob
-    from gputrain.registry.store import JobRecord
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
 
 
 def register(app: typer.Typer) -> None:
     """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
-    for command in (submit, jobs, status, cancel, clusters):
+    for command in (submit, clusters):
         app.command(command.__name__)(command)
 
 
@@ -46,6 +44,9 @@ def submit(
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG")] = False,
+    resume_from: Annotated[
+        str | None, typer.Option("--resume-from", help="start from this job's newest checkpoint (job id or folder)")
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
@@ -60,7 +61,7 @@ def submit(
       gputrain submit selftest --cluster testbed --sweep train.seed=0,1,2
     """
     from gputrain.backends.slurm import prepare_job
-    from gputrain.cli.core import resolve_recipe_path
+    from gputrain.cli.core import resolve_recipe_path, resume_source
     from gputrain.planner import make_plan
     from gputrain.recipe.loader import expand_sweeps
 
@@ -71,13 +72,15 @@ def submit(
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
     recipe_path = resolve_recipe_path(recipe)
+    source = str(resume_source(resume_from)) if resume_from else None
     jobs: list[tuple[PreparedJob, JobView]] = []
     for point in expand_sweeps(sweep or []):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
         view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point, warnings=list(plan.warnings),
                        shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
-        jobs.append((prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point), view))
+        prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point)
+        jobs.append((replace(prepared, resume_from=source) if source else prepared, view))
     submit_all(jobs, dry_run=dry_run, debug=debug, as_json=json_, sweep=bool(sweep))
 
 
@@ -131,108 +134,6 @@ def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug:
             print(f"job folder: {result.job_dir}")
     if as_json:
         print(json.dumps(rows if sweep else rows[0]))
-
-
-def _refresh(records: list[JobRecord]) -> list[JobRecord]:
-    from gputrain.backends.slurm import SlurmBackend
-    from gputrain.errors import RegistryError
-
-    try:
-        return SlurmBackend().refresh(records)
-    except (ClusterError, RegistryError) as exc:  # a read-only $GPUTRAIN_HOME still lists its jobs
-        from gputrain.cli.output import warn
-
-        warn(f"states not refreshed: {exc}")
-        return records
-
-
-def jobs(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="how many, newest first", min=1)] = 20,
-    refresh: Annotated[bool, typer.Option("--refresh/--no-refresh", help="ask Slurm for live states")] = True,
-    json_: JsonOpt = False,
-) -> None:
-    """Known jobs (all backends), newest first.
-
-    Slurm states are refreshed with one squeue call (--no-refresh: the registry only).
-
-    \b
-    Examples:
-      gputrain jobs
-      gputrain jobs -n 5 --json
-    """
-    from gputrain.registry.store import JobRegistry
-
-    records = JobRegistry().list(limit)
-    if refresh:
-        records = _refresh(records)
-    if json_:
-        print(json.dumps([r.to_dict() for r in records], indent=2))
-        return
-    if not records:
-        print("no jobs yet (gputrain submit RECIPE --cluster NAME)")
-        return
-    from gputrain.cli.output import print_table
-
-    rows = []
-    for r in records:
-        shape = f"{r.nodes or 1}x{r.gpus_per_node or 0} {r.gpu or ''}".strip()
-        rows.append((r.job_id, r.state, r.exit_code, r.backend, r.cluster, r.recipe, shape,
-                     r.created_at.replace("+00:00", "Z"), r.job_dir))
-    print_table(["job", "state", "exit", "backend", "cluster", "recipe", "shape", "created", "folder"], rows,
-                state_column="state")
-
-
-def status(
-    job: Annotated[str, typer.Argument(help="Slurm job id, job folder, or job name")],
-    json_: JsonOpt = False,
-) -> None:
-    """State, reason, exit code, elapsed time and nodes of one job.
-
-    \b
-    Examples:
-      gputrain status 4242
-      gputrain status local-3 --json
-    """
-    from gputrain.backends.slurm import SlurmBackend
-    from gputrain.registry.store import JobRegistry
-
-    registry = JobRegistry()
-    record = registry.find(job)
-    job_id = record.job_id if record else job
-    if record is not None and record.backend != "slurm":
-        info: dict[str, Any] = {"job_id": record.job_id, "state": record.state, "exit_code": record.exit_code,
-                                "backend": record.backend}
-    else:
-        info = SlurmBackend(registry).status(job_id).to_dict()
-    if record is not None:
-        info.update(job_dir=record.job_dir, recipe=record.recipe, cluster=record.cluster)
-    if json_:
-        print(json.dumps(info, indent=2))
-        return
-    for key in ("job_id", "state", "reason", "exit_code", "elapsed", "nodes", "restarts", "recipe", "cluster",
-                "job_dir"):
-        value = info.get(key)
-        if value not in (None, ""):
-            print(f"{key.replace('_', ' '):<10} {value}")
-
-
-def cancel(job: Annotated[str, typer.Argument(help="Slurm job id, job folder, or job name")]) -> None:
-    """Cancel a pending or running Slurm job.
-
-    \b
-    Example:
-      gputrain cancel 4242
-    """
-    from gputrain.backends.slurm import SlurmBackend
-    from gputrain.registry.store import JobRegistry
-
-    registry = JobRegistry()
-    record = registry.find(job)
-    if record is not None and record.backend != "slurm":
-        raise UserError(f"job {record.job_id} runs on {record.backend}, not Slurm; use its own commands")
-    job_id = record.job_id if record else job
-    SlurmBackend(registry).cancel(job_id)
-    print(f"cancelled job {job_id}")
 
 
 def clusters(json_: JsonOpt = False) -> None:

@@ -30,13 +30,14 @@ from gputrain.errors import PlanFileError
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the plan contract; plan.json files of earlier gputrain versions (no ``schema_version``,
 a ``config`` object) count as version 0."""
 
 Target = Literal["local", "slurm", "docker"]
 Precision = Literal["bf16", "fp16", "fp32"]
-Attention = Literal["sdpa", "flash", "flex", "eager"]
+Attention = Literal["auto", "sdpa", "flash", "flex", "eager"]
+"""``auto``: resolved where the job runs (flash-attn if the node has it and the GPU supports it, else sdpa)."""
 
 
 class JobPlan(BaseModel):

@@ -10,22 +10,21 @@ Built-ins ``supercloud`` and ``testbed`` ship here; users add their own in
       gres_style: plain
       partition: gpu
       setup: ["module load cuda/12.1"]
+
+How a profile shapes a job script is :mod:`gputrain.render.sbatch`.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from gputrain import safeyaml
-from gputrain.contract.cluster import WORD_RE, ClusterProfile, GresStyle
+from gputrain.contract.cluster import ClusterProfile, GresStyle
 from gputrain.errors import ClusterProfileError, unknown_name
-
-if TYPE_CHECKING:
-    from gputrain.contract.plan import JobPlan
 
 __all__ = ["BUILTIN_CLUSTERS", "ClusterProfile", "GresStyle", "config_path", "list_clusters", "load_cluster"]
 
@@ -114,77 +113,3 @@ def load_cluster(name: str) -> ClusterProfile:
         )
     raw, src = known[name]
     return _build(name, raw, src)
-
-
-_SAFE_RE = WORD_RE
-REQUEUE_EXIT_CODE = 75  # same value as gputrain.train.runtime.signals.REQUEUE_EXIT_CODE (train/ is an island)
-
-
-def _seconds(hms: str) -> int:
-    days, _, rest = hms.rpartition("-")
-    h, m, s = (int(x) for x in rest.split(":"))
-    return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
-
-
-def _directive(what: str, value: Any) -> str:
-    """#SBATCH lines are parsed by sbatch, not a shell: only plain words can be carried safely."""
-    text = str(value)
-    if not _SAFE_RE.match(text):
-        raise ClusterProfileError(f"{what} {text!r} has characters an #SBATCH line cannot carry (spaces, quotes...)")
-    return text
-
-
-def sbatch_settings(
-    plan: JobPlan,
-    *,
-    logs_dir: str = "logs",
-    stamp: str | None = None,
-    workdir: str = ".",
-    python: str | None = None,
-    debug: bool = False,
-) -> dict[str, Any]:
-    """Everything ``templates/sbatch.j2`` needs besides the plan: cluster profile × plan → job layout.
-
-    One task per GPU (SuperCloud's habit), ``cpus_per_gpu`` CPUs each; the launcher step then runs one
-    torchrun per node. A ``cpu`` plan asks for no GRES. The recipe's time is capped by the profile's.
-    """
-    import sys
-    from datetime import datetime
-
-    profile = plan.cluster or ClusterProfile(name="default")
-    res = plan.recipe.resources
-    gpus = plan.gpus_per_node
-    nodes = plan.nodes
-    time = res.time
-    if profile.max_time and _seconds(time) > _seconds(profile.max_time):
-        time = profile.max_time
-    cpus = profile.cpus_per_gpu or res.cpus_per_gpu
-    gres = None if plan.gpu.is_cpu else profile.gres_option(gpus)
-    site = [
-        f"--{opt}={_directive(opt, getattr(profile, opt))}"
-        for opt in ("partition", "account", "qos", "constraint")
-        if getattr(profile, opt)
-    ]
-    return {
-        "cluster_name": profile.name,
-        "job_name": _directive("recipe name", plan.recipe.name),
-        "nodes": nodes,
-        "gpus_per_node": gpus,
-        "ntasks_per_node": max(gpus, 1),
-        "cpus_per_task": int(cpus),
-        "gres_option": gres,
-        "memory_gb": res.memory_gb or profile.memory_gb,
-        "time": _directive("time", time),
-        "site_options": site,
-        "sbatch_extra": list(profile.sbatch_extra),
-        "setup": list(profile.setup),
-        "signal_seconds": profile.signal_seconds,
-        "max_requeues": profile.max_requeues,
-        "requeue_exit_code": REQUEUE_EXIT_CODE,
-        "logs_dir": _directive("logs dir", logs_dir),
-        "workdir": _directive("working dir", workdir),
-        "stamp": stamp or datetime.now().strftime("%Y%m%d_%H%M%S"),
-        "python": python or ("python" if profile.setup else sys.executable),
-        "omp_threads": int(cpus),
-        "debug": debug,
-    }

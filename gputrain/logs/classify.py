@@ -1,4 +1,5 @@
-"""Why did a job stop? Failure causes from log lines, the exit code and the PREEMPTED file.
+"""Why did a job stop? Failure causes from log lines; the end state itself comes from the job-state contract
+(:func:`gputrain.contract.jobstate.end_state`: exit code, marker files, what the log shows).
 
 Line patterns are the messages the tools really print: PyTorch's ``torch.OutOfMemoryError: CUDA out of
 memory``, NCCL's ``ncclInternalError`` / watchdog timeouts, slurmstepd's ``*** JOB 12 ON n1 CANCELLED AT
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Iterable
 
-REQUEUE_EXIT_CODE = 75  # same value as gputrain.train.runtime.signals (train/ is an island: not imported)
+from gputrain.contract import jobstate
 
 CAUSE_LABELS = {
     "preempted": "preempted",
@@ -23,6 +25,7 @@ CAUSE_LABELS = {
     "exception": "Python exception",
     "signal": "killed by signal",
     "cancelled": "cancelled",
+    "lost": "connection lost",
     "exit_code": "non-zero exit code",
 }
 PRIORITY = ("preempted", "time_limit", "cuda_oom", "host_oom", "nccl", "exception", "signal", "cancelled")
@@ -82,30 +85,38 @@ def signal_name(exit_code: int | None) -> str | None:
         return f"signal {number}"
 
 
+_CAUSE_OF_STATE = {
+    jobstate.CANCELLED: "cancelled", jobstate.PREEMPTED: "preempted", jobstate.TIMEOUT: "time_limit",
+    jobstate.LOST: "lost",
+}
+
+
 def classify_failure(
     exit_code: int | None,
     events: dict[str, str],
-    preempted_file: bool = False,
+    markers: Iterable[str] = (),
+    facts: jobstate.BackendFacts | None = None,
 ) -> tuple[str, str | None]:
-    """(state, cause) of a job that has ended; ``events`` maps cause → the last line that showed it.
+    """(state, cause) of a job that has ended; ``events`` maps cause → the last line that showed it, ``markers``
+    are the marker files in its folder (``PREEMPTED``, ``CANCELLED``).
 
-    Exit code 0 is COMPLETED whatever the log says: a recovered NCCL warning is not a failure, and a
-    PREEMPTED file left by an earlier attempt does not undo a resumed run that finished.
+    The state is :func:`gputrain.contract.jobstate.end_state`'s (exit code 0 is COMPLETED whatever the log
+    says: a recovered NCCL warning is not a failure); the cause of a failure is the log's root cause.
     """
-    if exit_code == 0:
-        return "COMPLETED", None
-    if preempted_file or exit_code == REQUEUE_EXIT_CODE or "preempted" in events:
-        return "PREEMPTED", "preempted"
-    if "time_limit" in events:
-        return "TIMEOUT", "time_limit"
+    facts = facts or jobstate.BackendFacts()
+    facts = jobstate.BackendFacts(facts.user_cancelled, facts.scheduler_state,
+                                  facts.log_causes | frozenset(events), facts.connection_lost)
+    state = jobstate.end_state(exit_code, markers, facts).state
+    if state == jobstate.COMPLETED:
+        return state, None
+    if state in _CAUSE_OF_STATE:
+        return state, _CAUSE_OF_STATE[state]
     cause = next((c for c in PRIORITY if c in events), None)
     if cause is None and signal_name(exit_code):
         cause = "signal"
-    if cause == "cancelled":
-        return "CANCELLED", cause
     if cause is None and exit_code is not None:
         cause = "exit_code"
-    return "FAILED", cause
+    return state, cause
 
 
 def describe(cause: str | None, exit_code: int | None, events: dict[str, str]) -> str:

@@ -102,6 +102,11 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         facts = [f"{k} {fmt_num(v) if isinstance(v, float) else v}" for k, v in (cause.get("details") or {}).items()
                  if v is not None]
         rows.append(("cause", f"{cause['label']}: " + ", ".join(facts)))
+    remedy = (cause or {}).get("remedy") if isinstance(cause, dict) else None
+    if isinstance(remedy, dict) and remedy.get("text"):
+        rows.append(("fix", f"{remedy['text']} (the command: gputrain logs JOB --fix)"))
+    for key, pair in (summary.get("predicted_vs_measured") or {}).items():
+        rows.append(("predicted", f"{key} {fmt_num(pair['predicted'])} vs measured {fmt_num(pair['measured'])}"))
     if summary.get("sampled"):
         skipped = summary["sampled"]["bytes_skipped"] / 2**20
         rows.append(("note", f"large dense log: sampled ({skipped:,.0f} MiB of metric lines not read); "

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from gputrain.errors import LogError
-from gputrain.logs.parse import LogParser, LogRecord, parse_line
+from gputrain.logs.parse import LogParser, parse_line
+from gputrain.logs.record import LogRecord
 from gputrain.logs.stats import MetricTable
 
 CHUNK_BYTES = 8 << 20

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
+from gputrain.contract.jobstate import ENDED_STATES, markers_in
 from gputrain.errors import GputrainError, LogError
 from gputrain.logs.catalog import group_rank
 from gputrain.logs.causes import root_cause
@@ -40,7 +41,6 @@ LOG_NAMES = ("training_output.log",)
 LOG_SUFFIXES = (".log", ".out", ".err")
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"})
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -144,8 +144,7 @@ def summarize(
     prior_final = saved.get("final")
     if final:
         events, _, _ = _events(scanners)
-        preempted = job_dir is not None and (job_dir / "PREEMPTED").exists()
-        end_state, cause = classify_failure(exit_code, events, preempted)
+        end_state, cause = classify_failure(exit_code, events, markers_in(job_dir))
         prior_final = {"state": end_state, "exit_code": exit_code, "cause": cause, "end": now}
     summary = _build(path, job_dir, scanners, cursor, plan, prior_final, state, now)
     if write and job_dir is not None:
@@ -237,7 +236,7 @@ def _build(
     else:
         state = state or "UNKNOWN"
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
-    ended = final is not None or state in TERMINAL
+    ended = final is not None or state in ENDED_STATES
     failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
     why = (
         root_cause(events=events, tracebacks=tracebacks, tail=tail, exit_code=exit_code,

@@ -218,9 +218,10 @@ def expand_sweeps(specs: Iterable[str]) -> list[list[str]]:
 
 
 def _nest(key: Key, value: Any) -> dict[str, Any]:
-    for part in reversed(key):
-        value = {part: value}
-    return value
+    nested: dict[str, Any] = {key[-1]: value}
+    for part in reversed(key[:-1]):
+        nested = {part: nested}
+    return nested
 
 
 def _parse_override_value(key: Key, raw: str, data: Mapping[str, Any]) -> Any:

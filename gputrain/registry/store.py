@@ -8,24 +8,24 @@ lets writers queue instead of failing. Location: ``$GPUTRAIN_HOME/jobs.db`` (def
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gputrain.contract.jobstate import FINAL_STATES, STATES
 from gputrain.errors import RegistryError, UnknownJobError
 
-STATES = (
-    "PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "REQUEUED", "UNKNOWN",
-)
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
+__all__ = ["BACKENDS", "FINAL_STATES", "STATES", "JobRecord", "JobRegistry"]
+
 BACKENDS = ("local", "slurm", "runpod")
 _BUSY_TIMEOUT_S = 30.0
 _SCHEMA = """
@@ -268,13 +268,17 @@ class JobRegistry:
             raise UnknownJobError(f"no job {ref!r} in the registry ({self.path}); see `gputrain jobs`")
         return rec
 
-    def list(self, limit: int | None = 50, *, backend: str | None = None) -> list[JobRecord]:
-        """Jobs newest first."""
+    def list(
+        self, limit: int | None = 50, *, backend: str | None = None, state: str | None = None,
+        recipe: str | None = None,
+    ) -> list[JobRecord]:
+        """Jobs newest first; ``backend``, ``state`` and ``recipe`` filter by equality."""
         sql = "SELECT * FROM jobs"
-        args: list[Any] = []
-        if backend:
-            sql += " WHERE backend = ?"
-            args.append(backend)
+        where = [(column, value) for column, value in (("backend", backend), ("state", state), ("recipe", recipe))
+                 if value]
+        args: list[Any] = [value for _, value in where]
+        if where:
+            sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in where)
         sql += " ORDER BY id DESC"
         if limit is not None:
             sql += " LIMIT ?"
@@ -283,3 +287,20 @@ class JobRegistry:
             if conn is None:
                 return []
             return [_row_to_record(r, self.path) for r in conn.execute(sql, args).fetchall()]
+
+    def forget(self, records: Iterable[JobRecord]) -> builtins.list[JobRecord]:
+        """Remove ``records`` from the registry if they are still in a final state (checked inside the one
+        write transaction, so a job that some other process just requeued is kept); returns those removed.
+        Job folders stay on disk."""
+        rows = [r for r in records if r.id is not None]
+        final = sorted(FINAL_STATES)
+        removed: builtins.list[JobRecord] = []
+        with self._connect(write=True) as conn:
+            assert conn is not None  # a write opens the file or raises
+            for rec in rows:
+                cur = conn.execute(
+                    f"DELETE FROM jobs WHERE id = ? AND state IN ({', '.join('?' * len(final))})", (rec.id, *final)
+                )
+                if cur.rowcount:
+                    removed.append(rec)
+        return removed

@@ -6,14 +6,15 @@ from gputrain.render.render import (
     env_ref,
     raw,
     render_artifacts,
-    render_sbatch,
     render_template,
     shq,
     template_context,
 )
+from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
 __all__ = [
     "TARGET_TEMPLATES",
+    "SbatchInputs",
     "Trusted",
     "env_ref",
     "raw",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from gputrain.contract.plan import JobPlan
+    from gputrain.render.sbatch import SbatchInputs
 
 _NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 #: C0 control characters and DEL: a newline ends a comment or an ``#SBATCH`` line even inside quotes.
@@ -169,25 +170,6 @@ def template_context(plan: JobPlan, job_dir: str | Path | None = None) -> dict[s
     }
 
 
-def render_sbatch(
-    plan: JobPlan, *, logs_dir: str | Path = "logs", stamp: str | None = None, debug: bool = False
-) -> str:
-    """The job script ``gputrain submit`` sends (``plan --cluster`` shows the same text, stamped now)."""
-    import os
-    import time
-
-    from gputrain.hardware.clusters import sbatch_settings
-
-    if plan.cluster is None:
-        raise RenderError("the slurm target needs a cluster profile: pass --cluster NAME")
-    context = template_context(plan)
-    context["slurm"] = sbatch_settings(
-        plan, logs_dir=str(logs_dir), stamp=stamp or time.strftime("%Y%m%d_%H%M%S"),
-        workdir=os.getcwd(), debug=debug,
-    )
-    return render_template("sbatch.j2", context)
-
-
 def render_template(name: str, context: Mapping[str, Any]) -> str:
     import jinja2
 
@@ -199,10 +181,18 @@ def render_template(name: str, context: Mapping[str, Any]) -> str:
         raise RenderError(f"template {name}: {exc.message}") from None
 
 
-def render_artifacts(plan: JobPlan, job_dir: str | Path | None = None, target: str | None = None) -> dict[str, str]:
-    """Render every script the plan's target needs: ``{file name: text}``."""
+def render_artifacts(
+    plan: JobPlan, job_dir: str | Path | None = None, target: str | None = None, *, sbatch: SbatchInputs | None = None
+) -> dict[str, str]:
+    """Render every script the plan's target needs: ``{file name: text}``.
+
+    The slurm target's script takes ``sbatch`` inputs; without them it is shown as a submission from here and
+    now would write it (:meth:`~gputrain.render.sbatch.SbatchInputs.here`).
+    """
     target = target or plan.target
     if target == "slurm":
-        return {"job.sbatch": render_sbatch(plan)}
+        from gputrain.render.sbatch import SbatchInputs, render_sbatch
+
+        return {"job.sbatch": render_sbatch(plan, sbatch or SbatchInputs.here(plan))}
     context = template_context(plan, job_dir)
     return {out: render_template(tpl, context) for out, tpl in TARGET_TEMPLATES[target].items()}

@@ -4,10 +4,11 @@ Launch (via ``gputrain run recipes/bd3lm_gsm8k.yaml``, which writes plan.json)::
 
     torchrun --nproc_per_node 2 -m gputrain.train.bd3lm --plan JOB/plan.json --job-dir JOB
 
-Each sequence is "Question: …\\nAnswer: …" padded with end-of-text to ``model.seq_len`` tokens and split
-into blocks of ``algorithm.block_size``. Samples are prompted with held-out questions ("Question: …\nAnswer:",
-at most half the sequence; the block it ends in is completed by the model) and scored on their final
-answer. Design and sources: ``gputrain.train.diffusion``.
+Each sequence is "Question: …\\nAnswer: …" and one end-of-text, padded with end-of-text to ``model.seq_len``
+tokens and split into blocks of ``algorithm.block_size``; the padding is not scored (``objective.real_tokens``).
+Samples are prompted with held-out questions ("Question: …\nAnswer:", at most three quarters of the
+sequence; the block it ends in is completed by the model) and scored on their final answer. Design and
+sources: ``gputrain.train.diffusion``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def bd3lm_task(algo: DiffusionAlgorithm, model: ModelSpec) -> Task:
         return encode_fixed(tok, [Segment(f"Question: {row['question']}\nAnswer: {row['answer']}", n)])
 
     def prompt(tok: Tokenizer, row: dict[str, str]) -> tuple[list[int], list[bool]]:
-        head = tok.encode(f"Question: {row['question']}\nAnswer:")[: n // 2]
+        head = tok.encode(f"Question: {row['question']}\nAnswer:")[: 3 * n // 4]
         return head + [tok.eos_id] * (n - len(head)), [True] * len(head) + [False] * (n - len(head))
 
     def describe(tok: Tokenizer, ids: list[int], row: dict[str, str]) -> dict[str, Any]:

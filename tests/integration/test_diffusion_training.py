@@ -58,6 +58,17 @@ def run(job: Path, config: dict[str, Any]) -> str:
     return out
 
 
+def run_single(job: Path, config: dict[str, Any]) -> str:
+    """One process, no torchrun: world size 1."""
+    write_plan(job, config, gpus=1)
+    cmd = [sys.executable, "-m", f"gputrain.train.{config['entrypoint']}", "--plan", str(job / "plan.json"),
+           "--job-dir", str(job)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=job, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    return proc.stdout
+
+
 def metrics(job: Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines()]
 
@@ -156,3 +167,45 @@ def test_bd3lm_preempted_and_resumed_equals_the_uninterrupted_run(tmp_path: Path
 
     assert curve(job) == curve(reference)
     assert json.loads((job / "result.json").read_text()) == json.loads((reference / "result.json").read_text())
+
+
+def test_bd3lm_evaluates_the_ema_weights(tmp_path: Path) -> None:
+    """val_nelbo in result.json is the NELBO of the averaged weights saved in the checkpoint, not the raw ones,
+    per token of real text over t in [0.001, 1]; result.json says so."""
+    config = cpu_config("bd3lm", {"num_samples": 0, "clip_search": False, "ema": 0.9}, max_steps=20,
+                        save_every=20)
+    job = tmp_path / "ema"
+    run_single(job, config)
+    result = json.loads((job / "result.json").read_text())
+    assert result["eval_weights"] == "ema" and result["ema"] == 0.9 and result["val_tokens"] == "real"
+    assert result["val_t_range"] == [0.001, 1.0] and result["time_conditioning"] is False
+
+    import torch
+
+    from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
+    from gputrain.recipe.schema import ModelSpec
+    from gputrain.train.bd3lm import bd3lm_task
+    from gputrain.train.diffusion.data import ByteTokenizer, generate_problems
+    from gputrain.train.diffusion.evaluation import Scorer, heldout_nelbo
+    from gputrain.train.diffusion.model import DiT, DiTConfig
+    from gputrain.train.diffusion.schedule import LogLinearSchedule
+
+    algo = DiffusionAlgorithm.model_validate(config["algorithm"])
+    task, tok = bd3lm_task(algo, ModelSpec.model_validate(config["model"])), ByteTokenizer()
+    val_x = torch.tensor([task.encode(tok, r) for r in generate_problems(64, 0 + 7919)])
+    state = torch.load(job / "checkpoints" / "step_00000020" / "state.pt", weights_only=False)["state"]
+    assert int(state["ema"]["n_averaged"]) == 20
+    scorer = Scorer(task.layout, LogLinearSchedule(algo.noise_eps), tok.mask_id, tok.eos_id,
+                    task.layout.training_inputs(torch.device("cpu")))
+    model = config["model"]
+    cfg = DiTConfig(vocab_size=tok.vocab_size, hidden_size=model["hidden_size"], num_layers=model["num_layers"],
+                    num_heads=model["num_heads"], cond_dim=algo.cond_dim)
+
+    def nelbo(weights: dict[str, Any]) -> float:
+        net = DiT(cfg)
+        net.load_state_dict(weights)
+        return heldout_nelbo(scorer, net, val_x, 8, algo.eval_batches, seed=0)["nelbo"]
+
+    averaged = {k.removeprefix("module."): v for k, v in state["ema"].items() if k.startswith("module.")}
+    assert nelbo(averaged) == pytest.approx(result["val_nelbo"], rel=1e-6)
+    assert nelbo(state["model"]) != pytest.approx(result["val_nelbo"], rel=1e-3)

@@ -157,7 +157,8 @@ def test_detached_run_can_be_cancelled_and_leaves_a_checkpoint(tmp_path: Path) -
     preempted = json.loads((job_dir / "PREEMPTED").read_text())  # the runtime saw SIGTERM and checkpointed
     assert preempted["signal"] == "SIGTERM"
     assert (job_dir / "checkpoints" / f"step_{preempted['step']:08d}" / "meta.json").is_file()
-    assert json.loads((job_dir / "summary.json").read_text())["final"]
+    summary = json.loads((job_dir / "summary.json").read_text())
+    assert summary["final"] and summary["state"] == "CANCELLED", summary  # the registry's verdict, not PREEMPTED
 
 
 def _curves(job_dir: Path) -> dict[str, dict[int, float]]:

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from gputrain.train.diffusion.model import DiT, DiTConfig
-from gputrain.train.diffusion.objective import Layout, draw_times, nelbo_per_token, search_clip, subs_log_probs
-from gputrain.train.diffusion.schedule import LogLinearSchedule, clip_candidates, sample_block_times
+from gputrain.train.diffusion.objective import Layout, draw_times, nelbo_per_token, subs_log_probs
+from gputrain.train.diffusion.schedule import LogLinearSchedule, sample_block_times
 
 CPU = torch.device("cpu")
 
@@ -59,31 +59,3 @@ def test_block_times_are_stratified_and_clipped() -> None:
 def test_bad_clip_range_is_refused() -> None:
     with pytest.raises(ValueError, match="clip range"):
         sample_block_times(2, 2, low=0.8, high=0.3)
-
-
-def test_clip_search_picks_the_lowest_variance_window() -> None:
-    def estimate(lo: float, hi: float) -> torch.Tensor:
-        g = torch.Generator().manual_seed(int(lo * 100))
-        # variance grows with the distance of the window from [0.3, 0.8]
-        spread = abs(lo - 0.3) + abs(hi - 0.8) + 0.01
-        return torch.randn(2000, generator=g) * spread
-
-    best, variances = search_clip(estimate, clip_candidates([0.5, 1.0]))
-    assert best == (0.3, 0.8)
-    assert min(variances.values()) == variances["0.3-0.8"]
-
-
-def test_clip_search_on_a_model_prefers_a_clipped_window() -> None:
-    vocab, layout = 50, Layout.bd3(16, 4)
-    model, sched, inputs = tiny(vocab), LogLinearSchedule(), layout.training_inputs(CPU)
-    g = torch.Generator().manual_seed(3)
-    x0 = torch.randint(0, vocab - 1, (64, 16), generator=g)
-
-    @torch.no_grad()
-    def estimate(lo: float, hi: float) -> torch.Tensor:
-        t = draw_times(64, layout, lo, hi, True, CPU, generator=g)
-        return nelbo_per_token(model, x0, t, layout, sched, vocab - 1, inputs, generator=g).mean(dim=1)
-
-    best, variances = search_clip(estimate, [(0.0, 1.0), (0.5, 1.0)])
-    # small t with weight 1/t makes the full range noisier than a window away from 0
-    assert best == (0.5, 1.0) and variances["0-1"] > variances["0.5-1"]

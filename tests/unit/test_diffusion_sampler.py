@@ -21,9 +21,12 @@ def test_sampler_leaves_no_mask_for_any_step_count() -> None:
     vocab = 30
     for steps in (1, 2, 4, 7):
         out = sample(model(vocab), Layout.bd3(16, 4), LogLinearSchedule(), vocab - 1, 3, steps, CPU,
-                     generator=torch.Generator().manual_seed(steps))
+                     generator=torch.Generator().manual_seed(steps), first_hitting=False)
         assert out.shape == (3, 16)
         assert not (out == vocab - 1).any()
+    out = sample(model(vocab), Layout.bd3(16, 4), LogLinearSchedule(), vocab - 1, 3, None, CPU,
+                 generator=torch.Generator().manual_seed(0), first_hitting=True, nucleus_p=0.5)
+    assert not (out == vocab - 1).any()
 
 
 def test_kv_cache_matches_full_recompute() -> None:

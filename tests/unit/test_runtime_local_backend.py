@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gputrain.backends.local import LocalBackend, end_state
+from gputrain.backends.local import LocalBackend
 from gputrain.contract.plan import load_job_plan
 from gputrain.errors import GputrainError
 from gputrain.registry.store import JobRegistry
@@ -55,19 +55,13 @@ def test_cancel_before_the_supervisor_starts_means_it_never_starts(tmp_path: Pat
     sub = backend.prepare(_plan(), logs_dir=tmp_path / "logs")
     marker = tmp_path / "started"
     (sub.job_dir / "launch.sh").write_text(f"#!/usr/bin/env bash\ntouch {marker}\n")
-    backend.cancel(sub.job_id)  # no pid yet: the detached supervisor has not launched anything
+    assert backend.cancel(sub.job_id) == "CANCELLED"  # no pid yet: nothing has been launched
     assert registry.get(sub.job_id).state == "CANCELLED"
+    assert (sub.job_dir / "CANCELLED").is_file()
     assert backend.run(sub) != 0
     assert not marker.exists(), "a cancelled job was started anyway"
     assert registry.get(sub.job_id).state == "CANCELLED"
-
-
-def test_end_state_prefers_cancel_then_preempted(tmp_path: Path) -> None:
-    assert end_state(0, tmp_path, cancelled=False) == "COMPLETED"
-    assert end_state(1, tmp_path, cancelled=False) == "FAILED"
-    (tmp_path / "PREEMPTED").write_text("{}")
-    assert end_state(1, tmp_path, cancelled=False) == "PREEMPTED"
-    assert end_state(1, tmp_path, cancelled=True) == "CANCELLED"
+    assert backend.cancel(sub.job_id) == "CANCELLED"  # a second cancel changes nothing
 
 
 def test_tensorboard_and_wandb_offline_log_without_secret_values(

@@ -57,6 +57,7 @@ def test_submit_needs_a_cluster(run) -> None:  # type: ignore[no-untyped-def]
     assert out.returncode != 0 and "--cluster is required" in out.stderr and "supercloud" in out.stderr
 
 
-def test_status_of_unknown_job_without_slurm(run) -> None:  # type: ignore[no-untyped-def]
+def test_status_of_unknown_job_is_a_user_error_without_slurm(run) -> None:  # type: ignore[no-untyped-def]
     out = run("status", "123", path="/nonexistent")
-    assert out.returncode != 0 and "scontrol not found on PATH" in out.stderr
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: no job '123' known to gputrain (job id, name or folder; see `gputrain jobs`)")

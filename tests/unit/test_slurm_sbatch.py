@@ -1,4 +1,12 @@
-"""The rendered sbatch script: golden file, shell safety, layouts (one node / many nodes / CPU)."""
+"""The rendered sbatch script: golden files, purity, shell safety, layouts (one node / many nodes / CPU).
+
+``render_sbatch(plan, SbatchInputs(...))`` is tested the way submitit tests ``_make_sbatch_string``: called
+directly with fixed inputs and compared with golden files in ``tests/unit/data/slurm/golden_*.sbatch``.
+After a deliberate change to the template or the layout, regenerate them and review the diff::
+
+    GPUTRAIN_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_slurm_sbatch.py -q
+    git diff tests/unit/data/slurm/
+"""
 
 from __future__ import annotations
 
@@ -10,11 +18,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gputrain.contract.plan import JobPlan
 from gputrain.planner import make_plan
-from gputrain.render.render import render_sbatch
+from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
 ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = Path(__file__).parent / "data" / "slurm" / "golden_supercloud_2nodes.sbatch"
+GOLDEN_DIR = Path(__file__).parent / "data" / "slurm"
+INPUTS = SbatchInputs(logs_dir="/scratch/u/logs", workdir="/home/u/work", stamp="20260101_120000",
+                      python="python", version="0.1.0")
 NASTY = "it's $(touch /tmp/pwned) `id` \"quoted\" ; rm -rf ~"
 
 
@@ -30,17 +41,87 @@ def recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _render(recipe: Path, **kw: object) -> str:
+def _plan(recipe: Path, **kw: object) -> JobPlan:
     plan = make_plan(recipe, **kw)  # type: ignore[arg-type]
-    return render_sbatch(plan, logs_dir=Path("/scratch/u/logs"), stamp="20260101_120000")
+    return plan.model_copy(update={"recipe_path": "/home/u/work/selftest.yaml"})  # the test's tmp path varies
+
+
+def _render(recipe: Path, inputs: SbatchInputs = INPUTS, **kw: object) -> str:
+    return render_sbatch(_plan(recipe, **kw), inputs)
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN_DIR / name
+    if os.environ.get("GPUTRAIN_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} differs: see this module's docstring to regenerate it"
 
 
 def test_supercloud_two_nodes_matches_golden(recipe: Path) -> None:
-    text = _render(recipe, cluster="supercloud", nodes=2, gpus_per_node=2)
-    text = text.replace(os.getcwd(), "/home/u/work")
-    if os.environ.get("GPUTRAIN_UPDATE_GOLDEN"):
-        GOLDEN.write_text(text)
-    assert text == GOLDEN.read_text()
+    _golden("golden_supercloud_2nodes.sbatch", _render(recipe, cluster="supercloud", nodes=2, gpus_per_node=2))
+
+
+def test_testbed_cpu_one_node_matches_golden(recipe: Path) -> None:
+    inputs = SbatchInputs(logs_dir="/home/u/work/logs", workdir="/home/u/work", stamp="20260101_120000",
+                          python="/opt/venv/bin/python3", version="0.1.0")
+    _golden("golden_testbed_cpu_1node.sbatch", _render(recipe, inputs, cluster="testbed", gpu="cpu", gpus_per_node=2))
+
+
+def test_site_options_and_debug_match_golden(recipe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "clusters.yaml"
+    cfg.write_text(yaml.safe_dump({"lab": {
+        "gpu": "A100-80GB", "gpus_per_node": 4, "gres_type": "a100", "gres_style": "gpus-per-node",
+        "partition": "gpu", "account": "proj42", "qos": "high", "constraint": "ib", "memory_gb": 480,
+        "max_time": "2-00:00:00", "cpus_per_gpu": 8, "setup": ["module load cuda/12.4"],
+        "sbatch_extra": ["--exclusive"], "signal_seconds": 300, "max_requeues": 5,
+    }}))
+    monkeypatch.setenv("GPUTRAIN_CONFIG", str(cfg))
+    inputs = SbatchInputs(logs_dir="/scratch/u/logs", workdir="/home/u/work", stamp="20260101_120000",
+                          python="python", debug=True, version="0.1.0")
+    _golden("golden_lab_site_options_debug.sbatch", _render(recipe, inputs, cluster="lab", nodes=3))
+
+
+def test_renderer_is_pure_no_cwd_clock_or_environment(recipe: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same plan and inputs, same text, with the working directory, the clock and the environment unusable."""
+    plan = _plan(recipe, cluster="supercloud", nodes=2, gpus_per_node=2)
+    first = render_sbatch(plan, INPUTS)
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the renderer read the working directory, the clock or the interpreter path")
+
+    import time
+
+    monkeypatch.setattr(os, "getcwd", refuse)
+    monkeypatch.setattr(time, "strftime", refuse)
+    monkeypatch.setattr(time, "time", refuse)
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setattr("sys.executable", "/nowhere/python")
+    assert render_sbatch(plan, INPUTS) == first
+    moved = SbatchInputs(logs_dir="/other/logs", workdir="/other", stamp="20270202_000000", python="python",
+                         version="0.1.0")
+    second = render_sbatch(plan, moved)
+    assert "#SBATCH --chdir=/other\n" in second and "/other/logs/selftest_job_%j_20270202_000000/" in second
+    assert "/home/u/work" not in second.replace("/home/u/work/selftest.yaml", "")
+
+
+def test_inputs_here_gathers_the_moment_and_the_interpreter(recipe: Path, tmp_path: Path) -> None:
+    import sys
+
+    plan = _plan(recipe, cluster="testbed", gpu="cpu")
+    here = SbatchInputs.here(plan, logs_dir="/l", stamp="S")
+    assert (here.workdir, here.stamp, here.python) == (os.getcwd(), "S", sys.executable)
+    assert SbatchInputs.here(_plan(recipe, cluster="supercloud")).python == "python"  # set-up lines load one
+
+
+def test_an_unsafe_input_is_refused(recipe: Path) -> None:
+    from gputrain.errors import ClusterError
+
+    plan = _plan(recipe, cluster="testbed", gpu="cpu")
+    with pytest.raises(ClusterError, match="working dir"):
+        render_sbatch(plan, SbatchInputs(logs_dir="/l", workdir="/home/my work", stamp="S", python="python"))
+    with pytest.raises(ClusterError, match="stamp"):
+        render_sbatch(plan, SbatchInputs(logs_dir="/l", workdir="/w", stamp="x\n#SBATCH --wrap=id", python="p"))
 
 
 def test_multi_node_layout(recipe: Path) -> None:

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from gputrain.backends.runpod.api import RunPodClient, RunPodNotFound, load_api_key
 from gputrain.backends.runpod.pods import NAME_PREFIX, Pod, cost_so_far
 from gputrain.backends.runpod.ssh import PodShell, forget_key, state_dir
+from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import RunPodError, RunPodUsageError
 
 if TYPE_CHECKING:
     from gputrain.registry.store import JobRegistry
 
-FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED")
+FINAL = ENDED_STATES
 
 
 def _client() -> RunPodClient:

@@ -25,9 +25,8 @@ from typing import Any
 from gputrain.backends.runpod.api import RunPodCapacityError, RunPodClient, load_api_key
 from gputrain.backends.runpod.pods import Pod, cost_so_far, create_body, pod_name
 from gputrain.backends.runpod.ssh import PodShell, ensure_key, forget_key
+from gputrain.contract import jobstate
 from gputrain.errors import GputrainError, RunPodError, RunPodUsageError
-
-REQUEUE_EXIT_CODE = 75
 
 
 def forwarded_secrets(requested: list[str]) -> list[str]:
@@ -166,9 +165,10 @@ class Up:
                 rc = self._train(client, shell, plan, remote, job_dir)
                 self.say(f"training exited with {rc}; downloading results")
                 shell.download(f"{remote}/job", job_dir)
-                state = "COMPLETED" if rc == 0 else ("PREEMPTED" if rc == REQUEUE_EXIT_CODE else "FAILED")
+                state = jobstate.end_state(rc, jobstate.markers_in(job_dir)).state
             except Interrupted as exc:
-                state, rc = "CANCELLED", exc.exit_code
+                rc = exc.exit_code
+                state = jobstate.end_state(rc, (), jobstate.BackendFacts(user_cancelled=True)).state
                 self.say(f"{exc}; cleaning up")
                 raise
             finally:

@@ -1,10 +1,17 @@
 """A DiT-style transformer for block diffusion: rotary positions, adaptive layer norm on the noise level.
 
-Each token is conditioned on the t of its block (clean tokens on t = 0) through adaLN-Zero (Peebles & Xie,
-"Scalable Diffusion Models with Transformers"): a per-layer linear map of the time embedding yields
-shift/scale/gate for the attention and MLP branches. t takes only a handful of values per sequence (one
-per block), so the modulation is computed per *condition slot* ``(B, K, 6D)`` and gathered per token with
-``cond_idx`` — the cost is K vectors, not S.
+With ``time_conditioning`` each token is conditioned on the t of its block (clean tokens on t = 0) through
+adaLN-Zero (Peebles & Xie, "Scalable Diffusion Models with Transformers"): a per-layer linear map of the
+time embedding yields shift/scale/gate for the attention and MLP branches. t takes only a handful of values
+per sequence (one per block), so the modulation is computed per *condition slot* ``(B, K, 6D)`` and gathered
+per token with ``cond_idx`` — the cost is K vectors, not S.
+
+By default the network does not see t (kuleshov-group/bd3lms ``configs/algo/bd3lm.yaml``:
+``time_conditioning: False``; ``diffusion.py: _process_sigma`` zeroes sigma): every t is replaced by 0, so
+the modulation is one learned affine map shared by all tokens. A masked token already says it is masked,
+and a network trained on a clipped range [β, ω] cannot then misread a t outside it at evaluation.
+Dropout (the reference's ``model.dropout: 0.1``) acts on the attention and MLP branches before the
+residual sum, as in the reference's ``bias_dropout_add_scale``.
 
 Attention: SDPA with a boolean mask (any device); FlexAttention with a ``BlockMask`` when one is passed
 (``masks.flex_block_mask``, GPU only: it skips the fully masked tiles, about half of the 2n × 2n square).
@@ -36,6 +43,8 @@ class DiTConfig:
     mlp_ratio: int = 4
     rope_base: float = 10000.0
     gradient_checkpointing: bool = False
+    dropout: float = 0.0
+    time_conditioning: bool = False
 
     def num_params(self) -> int:
         """Parameters of the transformer blocks and the embedding (the head shares nothing)."""
@@ -101,6 +110,7 @@ class DiTBlock(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d, cfg.mlp_ratio * d), nn.GELU(approximate="tanh"),
                                  nn.Linear(cfg.mlp_ratio * d, d))
         self.ada = nn.Linear(cfg.cond_dim, 6 * d)
+        self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor, cond_idx: torch.Tensor, cos: torch.Tensor,
                 sin: torch.Tensor, mask: object, past: KV | None) -> tuple[torch.Tensor, KV]:
@@ -117,8 +127,8 @@ class DiTBlock(nn.Module):
             att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
             att = compiled_flex()(q, k, v, block_mask=mask)
-        x = x + g1 * self.proj(att.transpose(1, 2).reshape(b, s, d))
-        x = x + g2 * self.mlp(modulate(self.norm2(x), sh2, sc2))
+        x = x + g1 * self.drop(self.proj(att.transpose(1, 2).reshape(b, s, d)))
+        x = x + g2 * self.drop(self.mlp(modulate(self.norm2(x), sh2, sc2)))
         return x, new_kv
 
 
@@ -160,12 +170,15 @@ class DiT(nn.Module):
                 ) -> tuple[torch.Tensor, list[KV]]:
         """Logits and each layer's new keys/values.
 
-        ``t_cond`` (B, K) holds the noise levels, ``cond_idx`` (S,) picks each token's slot. Logits cover
+        ``t_cond`` (B, K) holds the noise levels (read only with ``time_conditioning``), ``cond_idx`` (S,)
+        picks each token's slot. Logits cover
         the first ``head_len`` tokens (all if None), shape (B, head_len, V); with ``head_rows``, a boolean
         (B, head_len), only those rows, shape (rows, V): training reads the masked positions only, which
         halves the head's work and the memory of the largest tensor in the step.
         """
         x = self.embed(tokens)
+        if not self.cfg.time_conditioning:
+            t_cond = torch.zeros_like(t_cond)
         cond = F.silu(self.time(t_cond))
         cos, sin = rotary_tables(positions, self.cfg.hidden_size // self.cfg.num_heads, self.cfg.rope_base)
         kvs: list[KV] = []

@@ -7,12 +7,15 @@ model that knows nothing scores ``ln V`` per token at any t.
 
 BD3-LM draws one t per block, stratified ("antithetic") over all blocks of the batch, and may clip t to
 ``[β, ω]`` during training: the estimator stays the same shape but its variance drops. The clip range
-can be chosen from data (``objective.search_clip``), as in the bd3lms reference.
+can be chosen from data (``clip_search``), as in the bd3lms reference.
 """
 
 from __future__ import annotations
 
 import torch
+
+#: Lowest t ever drawn (the reference's ``training.sampling_eps``): the 1/t weight stays finite.
+MIN_T = 1e-3
 
 
 class LogLinearSchedule:
@@ -41,7 +44,7 @@ def sample_block_times(
     low: float = 0.0,
     high: float = 1.0,
     antithetic: bool = True,
-    min_t: float = 1e-3,
+    min_t: float = MIN_T,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
@@ -59,14 +62,3 @@ def sample_block_times(
         u = u[torch.randperm(count, generator=generator)]
     t = low + (high - low) * u
     return t.clamp_min(min_t).view(batch, num_blocks).to(device)
-
-
-def clip_candidates(widths: list[float], stride: float = 0.1) -> list[tuple[float, float]]:
-    """Windows ``[β, β + w]`` inside [0, 1] for each width ``w`` (the reference searches over widths too)."""
-    out: list[tuple[float, float]] = []
-    for w in widths:
-        if not 0.0 < w <= 1.0:
-            raise ValueError(f"clip search width must be in (0, 1], got {w}")
-        steps = round((1.0 - w) / stride + 1e-9)
-        out.extend((round(i * stride, 6), round(min(1.0, i * stride + w), 6)) for i in range(steps + 1))
-    return sorted(set(out))

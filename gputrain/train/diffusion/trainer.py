@@ -6,7 +6,9 @@ encoding differ between BD3-LM and HDP (``Task``).
 
 Data is tokenised once into an in-memory tensor (GSM8K is 7.5k rows), so ``train.num_workers`` has
 nothing to do here. The training loss uses t clipped to ``[β, ω]``; the reported ``val_nelbo`` uses t over
-all of [0, 1], which is the bound (``val_ppl_bound = exp(val_nelbo)``).
+[0.001, 1], which is the bound (``val_ppl_bound = exp(val_nelbo)``), per token of real text, with the EMA
+weights (``evaluation``). ``result.json`` states the t range, the EMA decay and the weights it scored.
+Each departure from the reference training (kuleshov-group/bd3lms) is a switch of ``DiffusionAlgorithm``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.schema import ModelSpec
+from gputrain.train.diffusion.clip_search import clip_candidates
 from gputrain.train.diffusion.data import (
     Tokenizer,
     final_answer,
@@ -32,12 +35,14 @@ from gputrain.train.diffusion.data import (
     load_gsm8k,
     load_tokenizer,
 )
+from gputrain.train.diffusion.ema import eval_model, make_ema
+from gputrain.train.diffusion.evaluation import Scorer, clip_window, heldout_nelbo, validation_t_range
 from gputrain.train.diffusion.masks import flex_block_mask
 from gputrain.train.diffusion.mfu import mfu
 from gputrain.train.diffusion.model import DiT, DiTConfig
-from gputrain.train.diffusion.objective import Layout, draw_times, nelbo_per_token, search_clip, segment_means
+from gputrain.train.diffusion.objective import Layout, real_mean, segment_means
 from gputrain.train.diffusion.sampler import sample
-from gputrain.train.diffusion.schedule import LogLinearSchedule, clip_candidates
+from gputrain.train.diffusion.schedule import LogLinearSchedule
 from gputrain.train.runtime import RunContext, required
 from gputrain.train.runtime.checkpoint import atomic_write_text
 from gputrain.train.runtime.schedule import lr_factor
@@ -88,7 +93,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     cfg = DiTConfig(vocab_size=tok.vocab_size, hidden_size=required(recipe.model.hidden_size, "model.hidden_size"),
                     num_layers=required(recipe.model.num_layers, "model.num_layers"),
                     num_heads=required(recipe.model.num_heads, "model.num_heads"),
-                    cond_dim=algo.cond_dim, gradient_checkpointing=train.gradient_checkpointing)
+                    cond_dim=algo.cond_dim, gradient_checkpointing=train.gradient_checkpointing,
+                    dropout=algo.dropout, time_conditioning=algo.time_conditioning)
     model = DiT(cfg).to(device)
     attention = train.attention
     flex = flex_block_mask(layout.block_ids[layout.noisy_pos], layout.block_ids, device) \
@@ -96,14 +102,17 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     ctx.print0(f"[{task.name}] tokenizer={tok.name} V={tok.vocab_size} n={n} noisy={m} blocks="
                f"{layout.num_noisy_blocks} params={sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
                f"attention={'flex' if flex is not None else 'sdpa'} train={len(train_x)} val={len(val_x)}")
+    ema = make_ema(model, algo.ema)
     ddp = ctx.compile(ctx.wrap_ddp(model))
     ctx.seed_per_rank()
+    scorer = Scorer(layout, schedule, tok.mask_id, tok.eos_id, inputs, algo.antithetic, algo.loss_on_padding,
+                    flex, ctx.autocast)
 
     batch, accum, world = train.batch_size, train.grad_accum, ctx.world_size
     per_epoch = max(1, len(train_x) // (batch * world * accum))
     total = train.max_steps or per_epoch * (train.epochs or 1)  # the schema requires one of the two
-    opt = torch.optim.AdamW(model.parameters(), lr=train.learning_rate, betas=(0.9, 0.98),
-                            weight_decay=train.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=train.learning_rate, betas=algo.adam_betas,
+                            eps=algo.adam_eps, weight_decay=train.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(train.lr_schedule, train.warmup_steps, total))
     pos: dict[str, Any] = {"epoch": 0, "batch": 0}
     clip = [algo.clip_beta, algo.clip_omega]
@@ -111,6 +120,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     first_loss: float | None = None
     state: dict[str, Any] = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": ctx.scaler,
                              "pos": pos, "clip": clip, "first_loss": first_loss}
+    if ema is not None:
+        state["ema"] = ema
     step = 0
     if (ckpt := ctx.checkpoints.restore(state, map_location=device)) is not None:
         step, pos, clip = ckpt.step, dict(ckpt.state["pos"]), list(ckpt.state["clip"])
@@ -128,39 +139,21 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                 yield train_x[idx].to(device)
             pos.update(epoch=pos["epoch"] + 1, batch=0)
 
-    def losses(net: torch.nn.Module, x0: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
-        t = draw_times(x0.shape[0], layout, lo, hi, algo.antithetic, device)
-        with ctx.autocast():
-            return nelbo_per_token(net, x0, t, layout, schedule, tok.mask_id, inputs, attn_mask=flex)
+    def reduce(v: torch.Tensor) -> torch.Tensor:
+        if world > 1:
+            torch.distributed.all_reduce(v)
+        return v
 
-    @torch.no_grad()
     def evaluate() -> dict[str, float]:
-        model.eval()
-        g = torch.Generator().manual_seed(ctx.seed + 17 + 7919 * ctx.rank)  # same batches each eval, per rank
-        sums: dict[str, float] = {}
-        for _ in range(algo.eval_batches):
-            idx = torch.randint(len(val_x), (batch,), generator=g)
-            per_tok = losses(model, val_x[idx].to(device), 0.0, 1.0)
-            vals = {"nelbo": per_tok.mean()} | {f"nelbo_{k}": v for k, v in segment_means(per_tok, layout).items()
-                                                 if len(layout.segments) > 1}
-            for k, v in vals.items():
-                sums[k] = sums.get(k, 0.0) + float(v) / algo.eval_batches
-        out = ctx.all_reduce_mean(**sums)
+        """Held-out NELBO and (optionally) a new clip window, both with the EMA weights as the reference."""
+        net = eval_model(model, ema)
+        out = heldout_nelbo(scorer, net, val_x, batch, algo.eval_batches, ctx.seed, ctx.rank, reduce)
         if algo.clip_search:
-            def estimate(lo: float, hi: float) -> torch.Tensor:
-                rows = [losses(model, val_x[torch.randint(len(val_x), (batch,), generator=g)].to(device), lo, hi)
-                        .mean(dim=1) for _ in range(algo.clip_search_batches)]
-                return torch.cat(rows)
-
-            def reduce(v: torch.Tensor) -> torch.Tensor:
-                if world > 1:
-                    torch.distributed.all_reduce(v)
-                return v
-
-            best, _ = search_clip(estimate, clip_candidates(algo.clip_search_widths), reduce)
+            best, _ = clip_window(scorer, net, val_x, batch, algo.clip_search_batches,
+                                  clip_candidates(algo.clip_search_widths, algo.clip_search_delta), ctx.seed,
+                                  ctx.rank, algo.clip_resample, reduce)
             clip[:] = list(best)
             out |= {"clip_beta": best[0], "clip_omega": best[1]}
-        model.train()
         out["ppl_bound"] = math.exp(min(out["nelbo"], 50.0))
         return {f"val_{k}" if not k.startswith("clip") else k: v for k, v in out.items()}
 
@@ -175,13 +168,15 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
         for micro in range(accum):
             sync = micro == accum - 1 or not hasattr(ddp, "no_sync")
             with nullcontext() if sync else ddp.no_sync():  # type: ignore[operator]
-                per_tok = losses(ddp, next(stream), clip[0], clip[1])
-                loss = per_tok.mean() / accum
+                per_tok, real = scorer.terms(ddp, next(stream), clip[0], clip[1], resample=algo.clip_resample)
+                loss = real_mean(per_tok, real) / accum
                 ctx.scaler.scale(loss).backward()
             total_loss += float(loss.detach())
-            for k, v in segment_means(per_tok.detach(), layout).items():
+            for k, v in segment_means(per_tok.detach(), layout, real).items():
                 seg_acc[k] += float(v) / accum
         grad_norm = _step(ctx, opt, model)
+        if ema is not None:
+            ema.update_parameters(model)
         sched.step()
         step += 1
         seen += batch * accum
@@ -218,9 +213,13 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     if train.save_every:
         ctx.checkpoints.save(step, state)
     result: dict[str, Any] = {"entrypoint": task.name, "steps": step, "first_train_loss": first_loss,
-                              "clip": clip, "ln_vocab": math.log(tok.vocab_size), **final}
+                              "clip": clip, "ln_vocab": math.log(tok.vocab_size), **final,
+                              "val_t_range": list(validation_t_range()), "val_tokens": "real" if not
+                              algo.loss_on_padding else "all positions", "ema": algo.ema,
+                              "eval_weights": "ema" if ema is not None else "raw",
+                              "time_conditioning": algo.time_conditioning}
     if ctx.is_main and algo.num_samples:
-        result |= write_samples(ctx, task, model, tok, schedule, algo, val_rows)
+        result |= write_samples(ctx, task, eval_model(model, ema), tok, schedule, algo, val_rows)
     ctx.barrier()
     ctx.write_json("result.json", result)
     return 0
@@ -238,7 +237,7 @@ def _step(ctx: RunContext, opt: torch.optim.Optimizer, model: torch.nn.Module) -
     return float(norm)
 
 
-def write_samples(ctx: RunContext, task: Task, model: DiT, tok: Tokenizer, schedule: LogLinearSchedule,
+def write_samples(ctx: RunContext, task: Task, model: torch.nn.Module, tok: Tokenizer, schedule: LogLinearSchedule,
                   algo: DiffusionAlgorithm, val_rows: list[dict[str, str]]) -> dict[str, float]:
     """Rank 0 samples ``num_samples`` sequences into ``samples.jsonl``; HDP also scores final answers."""
     k = algo.num_samples
@@ -247,10 +246,10 @@ def write_samples(ctx: RunContext, task: Task, model: DiT, tok: Tokenizer, sched
     prompt = torch.tensor([p[0] for p in prompts])
     given = torch.tensor([p[1] for p in prompts])
     gen = torch.Generator().manual_seed(ctx.seed)
-    steps = algo.sampling_steps or algo.block_size
     with ctx.autocast():
-        out = sample(model, task.layout, schedule, tok.mask_id, k, steps, ctx.device, prompt=prompt, given=given,
-                     generator=gen, temperature=algo.sample_temperature)
+        out = sample(model, task.layout, schedule, tok.mask_id, k, algo.sampling_steps, ctx.device, prompt=prompt,
+                     given=given, generator=gen, temperature=algo.sample_temperature,
+                     first_hitting=algo.first_hitting, nucleus_p=algo.nucleus_p, eos_id=tok.eos_id)
     records = [task.describe(tok, ids, row) for ids, row in zip(out.tolist(), rows, strict=True)]
     lines = "".join(json.dumps(r) + "\n" for r in records)
     atomic_write_text(ctx.job_dir / "samples.jsonl", lines)

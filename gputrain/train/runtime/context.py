@@ -27,6 +27,7 @@ from gputrain.contract.plan import JobPlan, load_job_plan
 from gputrain.errors import GputrainError
 from gputrain.recipe.schema import Recipe
 from gputrain.train.runtime import dist as rdist
+from gputrain.train.runtime import perf
 from gputrain.train.runtime.checkpoint import CheckpointManager, atomic_write_text
 from gputrain.train.runtime.metrics import Metrics
 from gputrain.train.runtime.precision import Precision, make_precision, maybe_compile
@@ -209,6 +210,11 @@ class RunContext:
         return path
 
     def close(self) -> None:
+        """Record measured cost (``perf.json``: every rank takes part), then close metrics and the group."""
+        try:
+            perf.record(self.metrics.perf, self.device, self.world_size, self.job_dir, self.metrics, self.is_main)
+        except (OSError, RuntimeError) as exc:  # a measurement must never fail a finished run
+            self.print0(f"[runtime] perf not recorded: {exc}")
         self.metrics.close()
         self.preemption.uninstall()
         rdist.shutdown()
@@ -234,6 +240,15 @@ def setup_run(argv: Sequence[str] | None = None) -> RunContext:
         job_dir.mkdir(parents=True, exist_ok=True)
     rdist.barrier()
     precision = make_precision(plan.precision, info.device)
+    attention, reason = perf.resolve_attention(plan.attention, info.device)
+    if attention != plan.attention:  # "auto" is decided here, on the node, never by the planning machine
+        plan = plan.model_copy(update={
+            "attention": attention,
+            "recipe": plan.recipe.model_copy(update={
+                "train": plan.recipe.train.model_copy(update={"attention": attention})}),
+        })
+        if info.rank == 0:
+            print(f"[runtime] attention auto -> {attention} ({reason})", flush=True)
     ctx = RunContext(
         rank=info.rank,
         world_size=info.world_size,

@@ -4,7 +4,8 @@ Slurm sends SIGUSR1 before the time limit or on preemption (``--signal=USR1@…`
 and SIGTERM comes from ``scancel``, ``docker stop`` or torchrun shutting its workers down. The handler does
 nothing but record the signal, so no half-finished optimizer step is ever checkpointed. Any rank may be the
 one signalled; ``RunContext.should_stop`` all-reduces the flag so every rank stops at the same step.
-Job scripts treat exit code ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) or a ``PREEMPTED`` file as "requeue me".
+Job scripts treat exit code ``REQUEUE_EXIT_CODE`` (75, EX_TEMPFAIL) or a ``PREEMPTED`` file as "requeue me"
+(both defined once, in the job-state contract :mod:`gputrain.contract.jobstate`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
-REQUEUE_EXIT_CODE = 75
-PREEMPTED_FILE = "PREEMPTED"
+from gputrain.contract.jobstate import PREEMPTED_MARKER, REQUEUE_EXIT_CODE
+
+PREEMPTED_FILE = PREEMPTED_MARKER
+__all__ = ["PREEMPTED_FILE", "REQUEUE_EXIT_CODE", "PreemptionFlag"]
 _MANUAL_CODE = 1000
 
 

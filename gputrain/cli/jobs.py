@@ -1,0 +1,177 @@
+"""``gputrain jobs``, ``status``, ``cancel``: every backend's jobs, dispatched on the job's recorded backend.
+
+    gputrain jobs --state RUNNING --backend slurm
+    gputrain status local-3
+    gputrain cancel 4242
+
+A job is found in the registry (by job id, name or folder); an id the registry does not know is a user
+error, and nothing is passed to a scheduler for it. The backend comes from the record
+(:mod:`gputrain.backends.table`), so these commands know no backend by name.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gputrain.errors import GputrainError, UnknownNameError, UserError, unknown_name
+
+if TYPE_CHECKING:
+    from gputrain.registry.store import JobRecord, JobRegistry
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
+
+
+def find_job(registry: JobRegistry, ref: str) -> JobRecord:
+    """The registry's record of ``ref`` (job id, name or folder); unknown is a one-line user error."""
+    record = registry.find(ref)
+    if record is None:
+        raise UnknownNameError(f"no job {ref!r} known to gputrain (job id, name or folder; see `gputrain jobs`)")
+    return record
+
+
+def refresh(records: list[JobRecord], registry: JobRegistry) -> list[JobRecord]:
+    """Each backend brings its unfinished records up to date; one that cannot be asked says so on stderr."""
+    from gputrain.backends.table import load_backend
+    from gputrain.cli.output import warn
+
+    for name in dict.fromkeys(r.backend for r in records):
+        try:
+            fresh = {r.job_id: r for r in load_backend(name, registry).refresh(records)}
+        except GputrainError as exc:
+            warn(f"{name} states not refreshed: {exc.message}")
+            continue
+        records = [fresh.get(r.job_id, r) for r in records]
+    return records
+
+
+def _sweep_matches(record: JobRecord, wanted: str) -> bool:
+    """``--sweep train.seed`` matches any point of a sweep over that field; ``train.seed=1`` that point."""
+    point = [str(p) for p in (record.extra or {}).get("sweep") or []]
+    return any(p == wanted or p.partition("=")[0] == wanted for p in point)
+
+
+def jobs(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="how many, newest first", min=1)] = 20,
+    state: Annotated[str | None, typer.Option("--state", help="only jobs in this state (RUNNING, FAILED, ...)")] = None,
+    backend: Annotated[str | None, typer.Option("--backend", help="only jobs of this backend")] = None,
+    recipe: Annotated[str | None, typer.Option("--recipe", help="only jobs of this recipe (by name)")] = None,
+    sweep: Annotated[str | None, typer.Option(
+        "--sweep", help="only points of a --sweep: a field (train.seed) or one value (train.seed=1)")] = None,
+    forget: Annotated[bool, typer.Option(
+        "--forget", help="remove the matching finished jobs from the registry (never unfinished ones)")] = False,
+    refresh_: Annotated[bool, typer.Option("--refresh/--no-refresh", help="ask each backend for live states")] = True,
+    json_: JsonOpt = False,
+) -> None:
+    """Known jobs (all backends), newest first.
+
+    Unfinished jobs are refreshed by their backend (Slurm: one squeue call; --no-refresh: the registry only).
+    --forget removes the listed jobs that have finished from the registry; their folders stay on disk.
+
+    \b
+    Examples:
+      gputrain jobs
+      gputrain jobs --state FAILED --backend slurm --json
+      gputrain jobs --sweep train.seed --forget
+    """
+    from gputrain.backends.table import BACKENDS, check_backend_name
+    from gputrain.registry.store import FINAL_STATES, STATES, JobRegistry
+
+    if state is not None and state.upper() not in STATES:
+        raise UserError(unknown_name("job state", state, STATES))
+    state = state.upper() if state else None
+    if backend is not None:
+        check_backend_name(backend)
+    registry = JobRegistry()
+    whole = sweep or forget or (state and refresh_)  # filtered after the query: no LIMIT in SQL
+    by_sql = registry.list(None if whole else limit, backend=backend, recipe=recipe,
+                           state=None if refresh_ else state)
+    records = [r for r in by_sql if sweep is None or _sweep_matches(r, sweep)]
+    if refresh_:
+        records = refresh(records, registry)
+    if state is not None:
+        records = [r for r in records if r.state == state]
+    if forget:
+        removed = registry.forget(r for r in records if r.state in FINAL_STATES)
+        kept = sum(r.state not in FINAL_STATES for r in records)
+        if json_:
+            print(json.dumps({"forgotten": [r.job_id for r in removed], "kept_unfinished": kept}))
+            return
+        print(f"forgot {len(removed)} finished job(s)" + (f"; kept {kept} unfinished" if kept else ""))
+        return
+    records = records[:limit]
+    if json_:
+        print(json.dumps([r.to_dict() for r in records], indent=2))
+        return
+    if not records:
+        known = ", ".join(BACKENDS)
+        print("no jobs match" if (state or backend or recipe or sweep) else
+              f"no jobs yet (gputrain run / submit / runpod up; backends: {known})")
+        return
+    from gputrain.cli.output import print_table
+
+    rows = []
+    for r in records:
+        shape = f"{r.nodes or 1}x{r.gpus_per_node or 0} {r.gpu or ''}".strip()
+        rows.append((r.job_id, r.state, r.exit_code, r.backend, r.cluster, r.recipe, shape,
+                     r.created_at.replace("+00:00", "Z"), r.job_dir))
+    print_table(["job", "state", "exit", "backend", "cluster", "recipe", "shape", "created", "folder"], rows,
+                state_column="state")
+
+
+def status(
+    job: Annotated[str, typer.Argument(help="job id (4242, local-3, a pod name), job folder, or job name")],
+    json_: JsonOpt = False,
+) -> None:
+    """State, reason, exit code, elapsed time and nodes of one job, asked of its backend.
+
+    \b
+    Examples:
+      gputrain status 4242
+      gputrain status local-3 --json
+    """
+    from gputrain.backends.table import backend_of
+    from gputrain.registry.store import JobRegistry
+
+    registry = JobRegistry()
+    record = find_job(registry, job)
+    info: dict[str, Any] = backend_of(record, registry).status(record.job_id).to_dict()
+    info.update(backend=record.backend, job_dir=record.job_dir, recipe=record.recipe, cluster=record.cluster)
+    if json_:
+        print(json.dumps(info, indent=2))
+        return
+    for key in ("job_id", "state", "reason", "exit_code", "elapsed", "nodes", "restarts", "backend", "recipe",
+                "cluster", "job_dir"):
+        value = info.get(key)
+        if value not in (None, ""):
+            print(f"{key.replace('_', ' '):<10} {value}")
+
+
+def cancel(
+    job: Annotated[str, typer.Argument(help="job id (4242, local-3, a pod name), job folder, or job name")],
+) -> None:
+    """Cancel a pending or running job, on whichever backend runs it.
+
+    A local job ends with every process it started; a Slurm job is scancel'ed; a RunPod job's pod is
+    terminated. A job that has already ended is left as it is (exit code 0).
+
+    \b
+    Examples:
+      gputrain cancel 4242
+      gputrain cancel local-3
+    """
+    from gputrain.backends.table import backend_of
+    from gputrain.registry.store import FINAL_STATES, JobRegistry
+
+    registry = JobRegistry()
+    record = find_job(registry, job)
+    if record.state in FINAL_STATES:
+        print(f"job {record.job_id} already {record.state}: nothing to cancel")
+        return
+    state = backend_of(record, registry).cancel(record.job_id)
+    if state == "CANCELLED":
+        print(f"cancelled job {record.job_id} ({record.backend})")
+    else:
+        print(f"job {record.job_id} already {state}: nothing to cancel")

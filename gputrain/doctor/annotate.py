@@ -1,0 +1,65 @@
+"""Put the doctor's verdict into a job's summary: the remedy in ``root_cause.remedy`` and the plan's
+predictions next to what the job measured (``predicted_vs_measured``), then rewrite the summary files.
+
+The log summary (``gputrain.logs``) knows nothing of plans, so it leaves these slots empty; the CLI calls
+:func:`annotate` whenever it writes or shows a job folder's summary, so ``summary.json``, ``job_summary.txt``
+and ``gputrain logs JOB`` all carry them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputrain.doctor.remedy import Remedy, prescribe
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
+
+
+def job_plan(job_dir: Path | None) -> JobPlan | None:
+    """The job's ``plan.json`` read through the contract, or None (no folder, no plan, another version)."""
+    from gputrain.contract.plan import load_job_plan
+    from gputrain.errors import GputrainError
+
+    if job_dir is None or not (job_dir / "plan.json").is_file():
+        return None
+    try:
+        return load_job_plan(job_dir / "plan.json")
+    except GputrainError:
+        return None
+
+
+def predicted_vs_measured(summary: dict[str, Any], plan: JobPlan | None) -> dict[str, Any]:
+    """Step time and peak memory: the plan's prediction and the job's measurement, where both exist."""
+    if plan is None:
+        return {}
+    out: dict[str, Any] = {}
+    rate = summary.get("steps_per_hour")
+    measured_step = 3600 / float(rate) if rate else None
+    if plan.estimate.step_seconds is not None and measured_step is not None:
+        out["step_seconds"] = {"predicted": round(plan.estimate.step_seconds, 4), "measured": round(measured_step, 4)}
+    peak = summary.get("peak_gpu_mem_gib")
+    if plan.estimate.memory_gib_per_gpu is not None and peak is not None:
+        out["memory_gib_per_gpu"] = {"predicted": round(plan.estimate.memory_gib_per_gpu, 3),
+                                     "measured": round(float(peak), 3)}
+    return out
+
+
+def annotate(summary: dict[str, Any], job_dir: Path | None, *, write: bool = True) -> Remedy | None:
+    """Fill the remedy and predicted-vs-measured slots of ``summary`` (in place); rewrite its files."""
+    plan = job_plan(job_dir)
+    remedy = prescribe(summary, plan)
+    if remedy is not None and isinstance(summary.get("root_cause"), dict):
+        summary["root_cause"]["remedy"] = remedy.as_dict()
+    compared = predicted_vs_measured(summary, plan)
+    if compared:
+        summary["predicted_vs_measured"] = compared
+    if write and job_dir is not None and (remedy is not None or compared) and (job_dir / "summary.json").is_file():
+        from gputrain.logs.report import render_text
+        from gputrain.logs.summarize import atomic_write
+
+        atomic_write(job_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        atomic_write(job_dir / "job_summary.txt", render_text(summary))
+    return remedy

@@ -1,0 +1,237 @@
+"""One remedy per root cause, computed from the job's plan and what the job measured.
+
+A remedy is data: a one-line ``text`` a person reads, the ``--set`` overrides that apply it, flags for the
+rerun (``--debug``), and the figures it was computed from, so a test (or a sceptical user) can check the
+arithmetic. Nothing here guesses a number the job did not give: without a plan or a measurement the remedy
+says what is missing instead.
+
+CUDA OOM: the planner's memory model predicted ``P(b)`` GiB at the failed batch ``b``; the OOM message says
+the process needed at least ``in_use + tried`` GiB. The model is scaled by ``k = max(1, needed / P(b))``
+(it was optimistic by that much on this job), and the remedy is the largest batch ``b'`` dividing the
+global batch with ``k · P(b') ≤ margin · capacity``, grad accumulation raised so the global batch (and so
+the learning rate and the curve) stays exactly the same. Only when batch 1 does not fit is activation
+checkpointing turned on, and past that the largest memory term is named.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
+
+#: Share of the GPU a remedy plans to fill: the allocator's fragmentation and the model's error need room.
+MEMORY_MARGIN = 0.9
+#: Head room on the time a TIMEOUT needed: start-up, evaluation and checkpoint writes are not in the step rate.
+TIME_MARGIN = 1.2
+TIME_FLOOR_S = 600  # start-up, data loading, the final evaluation and checkpoint: at least 10 minutes
+_PLAIN = re.compile(r"\A[A-Za-z0-9_.:/+-]+\Z")
+
+
+@dataclass
+class Remedy:
+    kind: str  # the root cause's kind (cuda_oom, time_limit, ...)
+    text: str  # one line: what to change and why
+    overrides: list[str] = field(default_factory=list)  # ``a.b=value`` for --set
+    flags: list[str] = field(default_factory=list)  # extra CLI flags for the rerun (``--debug``)
+    figures: dict[str, Any] = field(default_factory=dict)  # what the remedy was computed from
+    resume: bool = True  # the rerun continues from the job's newest checkpoint
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def prescribe(summary: dict[str, Any], plan: JobPlan | None) -> Remedy | None:
+    """The remedy for the summary's root cause, or None when the job did not fail (or nothing is known)."""
+    cause = summary.get("root_cause")
+    if not isinstance(cause, dict):
+        return None
+    kind = str(cause.get("kind") or "")
+    if kind == "cuda_oom":
+        return _cuda_oom(cause, plan)
+    if kind == "time_limit":
+        return _time_limit(summary, plan)
+    if kind == "host_oom":
+        return _host_oom(plan)
+    if kind in ("nccl_timeout", "nccl"):
+        return _nccl(cause, kind)
+    if kind == "node_fail":
+        host = cause.get("host")
+        return Remedy(kind, f"a node{f' ({host})' if host else ''} failed: rerun as is; it resumes from the newest "
+                      "checkpoint (ask the admins about the node if it fails again)")
+    if kind == "preempted":
+        return _preempted(summary, plan)
+    where = f" on rank {cause['rank']}" if cause.get("rank") is not None else ""
+    return Remedy(kind, f"{cause.get('label') or kind}{where}: no setting fixes this; correct the cause shown in "
+                  "the headline and traceback, then rerun (it resumes from the newest checkpoint)")
+
+
+def _cuda_oom(cause: dict[str, Any], plan: JobPlan | None) -> Remedy:
+    details = cause.get("details") or {}
+    capacity = details.get("capacity_gib") or (plan.estimate.capacity_gib if plan is not None else None)
+    used = details.get("in_use_gib") or details.get("allocated_gib")
+    if used is None and capacity is not None and details.get("free_gib") is not None:
+        used = capacity - details["free_gib"]
+    needed = (used or 0.0) + (details.get("tried_gib") or 0.0) or None
+    if plan is None:
+        return Remedy("cuda_oom", "CUDA out of memory: lower train.batch_size (no plan.json to compute by how much)",
+                      figures={"needed_gib": needed, "capacity_gib": capacity})
+    train = plan.recipe.train
+    predicted = plan.estimate.memory_gib_per_gpu
+    capacity = capacity or plan.estimate.capacity_gib
+    scale = max(1.0, needed / predicted) if needed and predicted else 1.0
+    figures: dict[str, Any] = {"capacity_gib": capacity, "needed_gib": needed, "predicted_gib": predicted,
+                               "model_scale": round(scale, 3), "batch_size": train.batch_size,
+                               "grad_accum": train.grad_accum, "margin": MEMORY_MARGIN}
+    global_micro = train.batch_size * train.grad_accum
+    ceiling = MEMORY_MARGIN * capacity
+
+    def settings(batch: int, checkpointing: bool) -> list[str]:
+        out = [f"train.batch_size={batch}", f"train.grad_accum={math.ceil(global_micro / batch)}"]
+        return out + (["train.gradient_checkpointing=true"] if checkpointing and not train.gradient_checkpointing
+                      else [])
+
+    def expected(batch: int, checkpointing: bool) -> float | None:
+        memory = _predicted_memory(plan, settings(batch, checkpointing))
+        return None if memory is None else scale * memory
+
+    for checkpointing in ([False, True] if not train.gradient_checkpointing else [True]):
+        # Batches that divide the global batch keep it (and the learning rate, and the curve) exactly.
+        # Memory grows with the batch: the largest that fits, by bisection over the sorted candidates.
+        top = train.batch_size - (1 if checkpointing == train.gradient_checkpointing else 0)
+        sizes = [b for b in range(1, top + 1) if global_micro % b == 0]
+        low_need = expected(1, checkpointing) if sizes else None
+        if low_need is None or low_need > ceiling:
+            continue
+        lo, hi = 0, len(sizes) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            need = expected(sizes[mid], checkpointing)
+            lo, hi = (mid, hi) if need is not None and need <= ceiling else (lo, mid - 1)
+        lo = sizes[lo]
+        batch, memory = lo, expected(lo, checkpointing) or 0.0
+        accum = math.ceil(global_micro / batch)
+        figures |= {"new_expected_gib": round(memory, 3), "new_predicted_gib": round(memory / scale, 3)}
+        same = " (global batch unchanged)"
+        extra = ", with activation checkpointing" if checkpointing and not train.gradient_checkpointing else ""
+        return Remedy("cuda_oom", f"CUDA out of memory at batch {train.batch_size} per GPU: batch {batch} × "
+                      f"grad_accum {accum}{extra}{same} is expected to need {memory:.1f} of {capacity:.1f} GiB",
+                      overrides=settings(batch, checkpointing), figures=figures)
+    terms = plan.estimate.memory_breakdown
+    largest = max(terms, key=lambda k: terms[k]) if terms else "unknown"
+    return Remedy("cuda_oom", f"CUDA out of memory even at batch 1 with activation checkpointing: the largest term is "
+                  f"{largest} ({terms.get(largest, 0.0):.1f} GiB); shard it (distributed.strategy=fsdp) or use a "
+                  "GPU with more memory (gputrain plan --compare)", figures=figures)
+
+
+def _predicted_memory(plan: JobPlan, overrides: list[str]) -> float | None:
+    """The planner's memory per GPU for the job's own plan with ``overrides`` added."""
+    from gputrain.errors import GputrainError
+    from gputrain.planner import make_plan
+
+    try:
+        replanned = make_plan(plan.recipe_path, gpu=plan.gpu.name, gpus_per_node=plan.gpus_per_node,
+                              nodes=plan.nodes, cluster=plan.cluster.name if plan.cluster else None,
+                              overrides=[*original_overrides(plan), *overrides], preset=plan.preset,
+                              target=plan.target, check_memory=False)
+    except GputrainError:
+        return None
+    return replanned.estimate.memory_gib_per_gpu
+
+
+def _time_limit(summary: dict[str, Any], plan: JobPlan | None) -> Remedy:
+    steps = summary.get("steps") or {}
+    done, planned = steps.get("done"), steps.get("planned") or (plan.estimate.total_steps if plan else None)
+    rate = summary.get("steps_per_hour")
+    if not rate and done and summary.get("duration_s"):
+        rate = done / (float(summary["duration_s"]) / 3600)
+    if not (done and planned and rate):
+        return Remedy("time_limit", "stopped at its time limit: rerun with a longer resources.time (no measured step "
+                      "rate in this job's metrics to say how long)")
+    left = max(0, int(planned) - int(done))
+    seconds = max(TIME_FLOOR_S, left / float(rate) * 3600 * TIME_MARGIN)
+    seconds = math.ceil(seconds / 900) * 900  # whole quarter hours
+    figures = {"steps_done": done, "steps_planned": planned, "steps_per_hour": round(float(rate), 2),
+               "seconds_needed": seconds}
+    limit = plan.cluster.max_time if plan is not None and plan.cluster is not None else None
+    if limit and seconds > _seconds(limit):
+        parts = math.ceil(seconds / _seconds(limit))
+        return Remedy("time_limit", f"{left} steps left at {rate:.0f} steps/h need ~{_hms(seconds)}, more than the "
+                      f"cluster's {limit}: run {parts} jobs of {limit} (each resumes from the last checkpoint)",
+                      overrides=[f"resources.time={limit}"], figures=figures | {"jobs": parts})
+    return Remedy("time_limit", f"{left} steps left at {rate:.0f} steps/h (measured): resources.time={_hms(seconds)} "
+                  f"(+{round((TIME_MARGIN - 1) * 100)} % margin) finishes the run",
+                  overrides=[f"resources.time={_hms(seconds)}"], figures=figures)
+
+
+def _host_oom(plan: JobPlan | None) -> Remedy:
+    current = None
+    if plan is not None:
+        current = plan.recipe.resources.memory_gb or (plan.cluster.memory_gb if plan.cluster else None)
+    if current:
+        more = math.ceil(current * 1.5)
+        return Remedy("host_oom", f"the host ran out of memory (the OOM killer): ask for {more} GB per node "
+                      f"instead of {current} (resources.memory_gb), or lower data loader workers",
+                      overrides=[f"resources.memory_gb={more}"], figures={"memory_gb": current})
+    return Remedy("host_oom", "the host ran out of memory (the OOM killer): set resources.memory_gb above what the "
+                  "node gave, or lower train.batch_size / data loader workers")
+
+
+def _nccl(cause: dict[str, Any], kind: str) -> Remedy:
+    where = ", ".join(x for x in (f"rank {cause['rank']}" if cause.get("rank") is not None else "",
+                                  f"host {cause['host']}" if cause.get("host") else "") if x)
+    details = cause.get("details") or {}
+    what = f"NCCL {details['collective']} timed out" if details.get("collective") else "NCCL failed"
+    return Remedy(kind, f"{what}{f' on {where}' if where else ''}: a rank stalled or died; rerun with --debug "
+                  "(NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL) to see which, and avoid that node if it repeats",
+                  flags=["--debug"], figures={"rank": cause.get("rank"), "host": cause.get("host"), **details})
+
+
+def _preempted(summary: dict[str, Any], plan: JobPlan | None) -> Remedy:
+    result = summary.get("result") or {}
+    restarts = result.get("restart_count") if isinstance(result, dict) else None
+    limit = plan.cluster.max_requeues if plan is not None and plan.cluster is not None else None
+    text = f"preempted{f' (resumed {restarts} time(s) so far)' if restarts is not None else ''}: "
+    text += "nothing to change; " + (f"Slurm requeues it up to {limit} times, then rerun to continue"
+                                     if limit is not None else "rerun to continue from the newest checkpoint")
+    return Remedy("preempted", text, figures={"restarts": restarts, "max_requeues": limit})
+
+
+def original_overrides(plan: JobPlan) -> list[str]:
+    """The ``--set`` overrides the job was planned with, read back from the plan's provenance."""
+    data = plan.recipe.model_dump(mode="json")
+    out = []
+    for dotted, layer in sorted(plan.provenance.items()):
+        if layer != "--set":
+            continue
+        value: Any = data
+        for part in dotted.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        out.append(f"{dotted}={_literal(value)}")
+    return out
+
+
+def _literal(value: Any) -> str:
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and _PLAIN.match(value):
+        return value
+    return json.dumps(value)
+
+
+def _seconds(hms: str) -> int:
+    days, _, rest = hms.rpartition("-")
+    h, m, s = (int(x) for x in rest.split(":"))
+    return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds)
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
