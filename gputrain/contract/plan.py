@@ -31,10 +31,11 @@ from gputrain.errors import PlanFileError
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the plan contract; plan.json files of earlier gputrain versions (no ``schema_version``,
 a ``config`` object) count as version 0. Version 2: the planner's workload estimate; version 3 added
-``offline`` (hub commits pinned by ``gputrain prepare``)."""
+``offline`` (hub commits pinned by ``gputrain prepare``); version 4: the GRPO algorithm's prompt format,
+length gate, entropy bonus and vLLM importance-sampling settings."""
 
 Target = Literal["local", "slurm", "docker"]
 Precision = Literal["bf16", "fp16", "fp32"]
