@@ -45,6 +45,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "registry record, log, summary."),
     CommandSpec("submit", "gputrain.cli.slurm", "submit", "Plan a recipe for a Slurm cluster, write its job "
                 "folder and sbatch it."),
+    CommandSpec("prepare", "gputrain.cli.offline", "prepare", "Download what a job will load (model, "
+                "datasets) into the cluster's cache, pinned and verified."),
+    CommandSpec("sync", "gputrain.cli.offline", "sync", "Upload a finished job's offline W&B runs and list its "
+                "TensorBoard files."),
     CommandSpec("jobs", "gputrain.cli.jobs", "jobs", "Known jobs (all backends), newest first."),
     CommandSpec("status", "gputrain.cli.jobs", "status", "State, reason, exit code, elapsed time and nodes of "
                 "one job, asked of its backend."),
