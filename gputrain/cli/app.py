@@ -59,7 +59,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("docker", "gputrain.cli.runpod", "docker", "Write a Docker build context and run scripts for a "
                 "recipe."),
     CommandSpec("runpod", "gputrain.cli.runpod", "app", "Train on a RunPod pod: up (create, upload, train, "
-                "download, terminate), status, list, down, logs."),
+                "download, terminate), attach, status, list, down, logs."),
 )
 
 EPILOG = """\b
