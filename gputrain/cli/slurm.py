@@ -62,6 +62,7 @@ def submit(
     """
     from gputrain.backends.slurm import prepare_job
     from gputrain.cli.core import resolve_recipe_path, resume_source
+    from gputrain.cli.offline import check_before_submit, prepare_command
     from gputrain.planner import make_plan
     from gputrain.recipe.loader import expand_sweeps
 
@@ -74,9 +75,11 @@ def submit(
     recipe_path = resolve_recipe_path(recipe)
     source = str(resume_source(resume_from)) if resume_from else None
     jobs: list[tuple[PreparedJob, JobView]] = []
-    for point in expand_sweeps(sweep or []):
+    for n, point in enumerate(expand_sweeps(sweep or [])):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
+        command = prepare_command(recipe, cluster, gpu, [*(set_ or []), *point], preset)
+        plan = check_before_submit(plan, command, check_python=n == 0)  # interpreter, offline cache (#20)
         view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point, warnings=list(plan.warnings),
                        shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
         prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point)

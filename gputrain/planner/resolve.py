@@ -110,6 +110,13 @@ def make_plan(
             f"estimated {est.total_hours:.1f} h exceeds the time limit {recipe.resources.time}: "
             "the job will rely on checkpoint + requeue"
         )
+    limit = cluster_profile.gpu_limit if cluster_profile and not gpu_type.is_cpu else None
+    if cluster_profile is not None and limit is not None and gpus * node_count > limit:
+        warnings.append(
+            f"the job asks for {gpus * node_count} GPUs but cluster {cluster_profile.name!r} lets a user hold "
+            f"{limit} at once (gpu_limit; SuperCloud raises it after its course): it would stay pending on the "
+            f"QOS limit; use --nodes 1 --gpus {min(gpus, limit)}"
+        )
     return JobPlan(
         recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
         gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,

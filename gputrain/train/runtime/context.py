@@ -126,9 +126,15 @@ class RunContext:
     def optimizer_step(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Iterator[torch.nn.Parameter] | Any
     ) -> float:
-        """backward through the scaler, unscale, clip by ``train.grad_clip``, step; returns the grad norm."""
+        """backward through the scaler, then :meth:`step_optimizer`; returns the grad norm."""
+        self.scaler.scale(loss).backward()
+        return self.step_optimizer(optimizer, params)
+
+    def step_optimizer(self, optimizer: torch.optim.Optimizer, params: Iterator[torch.nn.Parameter] | Any) -> float:
+        """The one optimizer step every training shares, after gradients were accumulated: unscale (fp16), clip
+        by ``train.grad_clip``, step, update the loss scale, zero the gradients; returns the grad norm (the
+        global one under FSDP2, where the norm is a DTensor)."""
         scaler = self.scaler
-        scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
         clip = self.recipe.train.grad_clip
         params = [p for p in params if p.grad is not None]
@@ -136,7 +142,8 @@ class RunContext:
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        return float(norm)
+        full = getattr(norm, "full_tensor", None)
+        return float(full() if callable(full) else norm)
 
     def make_loader(
         self, dataset: Any, batch_size: int, *, shuffle: bool = True, drop_last: bool = False, **kwargs: Any
