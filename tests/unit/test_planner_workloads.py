@@ -152,3 +152,11 @@ def test_gnn_on_8_b200_within_2x_of_the_guides_time_and_memory_gap_explained() -
     assert "whole 12000-graph training set" in est.guide.differs
     fewer = _plan(RECIPES / "gnn_coloring.yaml", "B200", 8, "algorithm.search_moves=1000").estimate
     assert est.overhead_seconds - fewer.overhead_seconds > 60  # the report's Tabucol searches: ~2 min of it
+
+
+@pytest.mark.parametrize("recipe", ["bd3lm_gsm8k", "hdp_diffusion"])
+def test_diffusion_step_time_is_compared_with_the_guides_50k_step_figure(recipe: str) -> None:
+    est = _plan(RECIPES / f"{recipe}.yaml", "H200", 1, preset="recommended").estimate
+    assert est.guide is not None and est.guide.guide_step_seconds == pytest.approx(15 * 3600 / 50_000, rel=0.01)
+    assert est.guide.step_ratio is not None and 0.5 <= est.guide.step_ratio <= 2
+    assert "50K steps" in est.guide.differs  # the recipe's own run is shorter: its total is not the guide's
