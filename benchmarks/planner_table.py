@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 benchmarks/planner_table.py                       # guide table + every cpu profile
     PYTHONPATH=. python3 benchmarks/planner_table.py --cpu gnn_coloring    # guide table + the named ones
+    PYTHONPATH=. python3 benchmarks/planner_table.py --keep-cpu-rows       # guide table only, rows kept
 
 Guide figures are the recipes' ``estimate.guides`` (copied from the guides, see
 ``../shared/reference/seed-figures.md``). CPU rows: the plan before any run, a real ``gputrain run`` of the
@@ -115,7 +116,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cpu", nargs="*", default=None, help="cpu profiles to run (default: all)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "PLANNER.md"))
+    parser.add_argument("--keep-cpu-rows", action="store_true",
+                        help="rewrite the guide table, keep --out's measured cpu rows (valid while the planner's "
+                             "model of those recipes is unchanged)")
     args = parser.parse_args()
+    if args.keep_cpu_rows:
+        old = Path(args.out).read_text(encoding="utf-8").split("## CPU profiles", 1)
+        text = [old[0].split("## Guide figures", 1)[0].rstrip("\n"), "", "## Guide figures (before any calibration)",
+                "", *guide_rows(), "", "## CPU profiles" + old[1].rstrip("\n")]
+        Path(args.out).write_text("\n".join(text) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+        return
     names = CPU_RECIPES if args.cpu is None or args.cpu == [] else args.cpu
     head = [f"# Planner vs guides and vs measured runs ({_machine()})", "",
             "Regenerate: `PYTHONPATH=. python3 benchmarks/planner_table.py` (this file is its output; "
