@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 benchmarks/planner_table.py                       # guide table + every cpu profile
     PYTHONPATH=. python3 benchmarks/planner_table.py --cpu gnn_coloring    # guide table + the named ones
+    PYTHONPATH=. python3 benchmarks/planner_table.py --keep-cpu-rows       # guide table only, rows kept
 
 Guide figures are the recipes' ``estimate.guides`` (copied from the guides, see
 ``../shared/reference/seed-figures.md``). CPU rows: the plan before any run, a real ``gputrain run`` of the
@@ -82,39 +83,66 @@ def _run_perf(home: Path, recipe: str) -> dict:
     return json.loads((job / "perf.json").read_text())
 
 
-def cpu_rows(names: list[str]) -> list[str]:
-    lines = ["| recipe (cpu profile, 2 ranks) | predicted s/step before | measured run 1 | ratio before | "
-             "plan after run 1 | measured run 2 | error after | predicted RSS GiB | measured RSS GiB |",
-             "|" + "---|" * 9]
-    for name in names:
-        with tempfile.TemporaryDirectory() as tmp:
-            home = Path(tmp)
-            recipe = str(REPO / "recipes" / f"{name}.yaml")
-            before = _plan_json(home, recipe)
-            first = _run_perf(home, recipe)
-            after = _plan_json(home, recipe)
-            second = _run_perf(home, recipe)
-        p, m1, a, m2 = before["step_seconds"], first["step_seconds"], after["step_seconds"], second["step_seconds"]
-        lines.append("| " + " | ".join([
-            name, _f(p), _f(m1), _f(p / m1, ".2f"), _f(a), _f(m2), f"{abs(a - m2) / m2:.0%}",
-            _f(before["memory_gib_per_gpu"]), _f(max(first["peak_memory_gib"], second["peak_memory_gib"])),
-        ]) + " |")
-        print(lines[-1], flush=True)
-    return lines
+CPU_HEADER = ["| recipe (cpu profile, 2 ranks) | predicted s/step before | measured run 1 | ratio before | "
+              "plan after run 1 | measured run 2 | error after | predicted RSS GiB | measured RSS GiB |",
+              "|" + "---|" * 9]
+
+
+def cpu_row(name: str) -> str:
+    """Plan, run, plan again, run again: one table row for ``name``'s cpu profile."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        recipe = str(REPO / "recipes" / f"{name}.yaml")
+        before = _plan_json(home, recipe)
+        first = _run_perf(home, recipe)
+        after = _plan_json(home, recipe)
+        second = _run_perf(home, recipe)
+    p, m1, a, m2 = before["step_seconds"], first["step_seconds"], after["step_seconds"], second["step_seconds"]
+    return "| " + " | ".join([
+        name, _f(p), _f(m1), _f(p / m1, ".2f"), _f(a), _f(m2), f"{abs(a - m2) / m2:.0%}",
+        _f(before["memory_gib_per_gpu"]), _f(max(first["peak_memory_gib"], second["peak_memory_gib"])),
+    ]) + " |"
+
+
+def _machine() -> str:
+    import torch
+
+    load = os.getloadavg()
+    return (f"{date.today()}, {platform.node()}, {platform.processor() or platform.machine()}, {os.cpu_count()} "
+            f"cores, no GPU, torch {torch.__version__}, load average {load[0]:.1f} at the start")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cpu", nargs="*", default=None, help="cpu profiles to run (default: all)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "PLANNER.md"))
+    parser.add_argument("--keep-cpu-rows", action="store_true",
+                        help="rewrite the guide table, keep --out's measured cpu rows (valid while the planner's "
+                             "model of those recipes is unchanged)")
     args = parser.parse_args()
+    if args.keep_cpu_rows:
+        old = Path(args.out).read_text(encoding="utf-8").split("## CPU profiles", 1)
+        text = [old[0].split("## Guide figures", 1)[0].rstrip("\n"), "", "## Guide figures (before any calibration)",
+                "", *guide_rows(), "", "## CPU profiles" + old[1].rstrip("\n")]
+        Path(args.out).write_text("\n".join(text) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+        return
     names = CPU_RECIPES if args.cpu is None or args.cpu == [] else args.cpu
-    text = [f"# Planner vs guides and vs measured runs ({date.today()}, {platform.node()}, "
-            f"{os.cpu_count()} cores, no GPU)", "",
-            "Regenerate: `PYTHONPATH=. python3 benchmarks/planner_table.py` (this file is its output).", "",
+    head = [f"# Planner vs guides and vs measured runs ({_machine()})", "",
+            "Regenerate: `PYTHONPATH=. python3 benchmarks/planner_table.py` (this file is its output; "
+            "`--cpu NAME...` runs only the named cpu profiles).", "",
             "## Guide figures (before any calibration)", "", *guide_rows(), "",
-            "## CPU profiles: predicted vs measured (real `gputrain run --gpu cpu --gpus 2`)", "", *cpu_rows(names), ""]
-    Path(args.out).write_text("\n".join(text) + "\n", encoding="utf-8")
+            "## CPU profiles: predicted vs measured (real `gputrain run --gpu cpu --gpus 2`)", "",
+            "Measured wall time per step on a machine shared with other jobs: the load average is in the title; "
+            "a loaded machine makes the measured steps slower than the plan (which assumes the cores are "
+            "free) and noisier from run 1 to run 2.", "", *CPU_HEADER]
+    rows: list[str] = []
+    for name in names:  # written after every row: a long regeneration keeps what it measured
+        rows.append(cpu_row(name))
+        print(rows[-1], flush=True)
+        Path(args.out).write_text("\n".join([*head, *rows, ""]) + "\n", encoding="utf-8")
+    if not rows:
+        Path(args.out).write_text("\n".join(head) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
 
 

@@ -119,9 +119,8 @@ def _rl_terms(recipe: Recipe, hw: Hardware, params: float, fsdp: bool, half: int
         terms.append(_term("generation_scores", s.seqs * v * 4 * 2, "algorithm.train_batch_size", phase="rollout",
                            note="fp32 scores and probabilities of one decode step"))
         if fsdp and params:
-            terms.append(_term("unsharded_weights", 4 * params * (1 - 1 / hw.world),
-                               "algorithm.rollout_engine=vllm", phase="rollout",
-                               note="FSDP gathers the full weights for HF generate"))
+            terms.append(_term("unsharded_weights", half * params, "algorithm.rollout_engine=vllm", phase="rollout",
+                               note="FSDP2 gathers the full compute-dtype weights for HF generate"))
     return terms
 
 

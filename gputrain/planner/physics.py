@@ -9,8 +9,12 @@ the per-(entrypoint, GPU type) efficiency, not these formulas.
 - Activations (Korthikanti et al. 2022, Table 2): ``34·s·b·h`` bytes per layer in half precision with a
   fused attention kernel (no ``5·a·s²·b`` score tensor); ``2·s·b·h`` per layer with full recomputation
   (the layer input) plus one layer recomputed at a time. fp32 activations are twice that.
-- Kernel dispatch: eager PyTorch pays a few microseconds of host time per operator, HF ``generate`` about
-  40 operators per decoder layer per token; small models are bound by this, not by FLOP/s.
+- Kernel dispatch: eager PyTorch pays a few microseconds of host time per operator; small models are bound
+  by this, not by FLOP/s. HF ``generate`` (transformers 5.23, Qwen2) dispatches 72 ATen operators per decoder
+  layer per decode step and 64 more per step outside the layers (sampling, logits processors, stopping
+  criteria); under FSDP2 every wrapped module's forward hooks still run on every decode step even with the
+  weights gathered. Counted and timed here (``TorchDispatchMode`` count; CPU process time, so the shared
+  machine's load does not inflate it): 709 µs per layer per token plain, 1159 µs under ``fully_shard``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ OP_SECONDS_CPU = 10e-6
 #: the same with CUDA graphs (vLLM decode)
 OP_SECONDS_GRAPHED = 3e-6
 #: eager operators per decoder layer in one decode step of HF generate (norms, rotary, attention, MLP, cache)
-HF_OPS_PER_LAYER = 40
+HF_OPS_PER_LAYER = 72  # counted: transformers 5.23 Qwen2, TorchDispatchMode
+#: eager operators per HF decode step outside the layers (embedding, head, sampling, stopping criteria)
+HF_OPS_PER_TOKEN = 64  # counted as above
+#: host time of FSDP2's pre/post-forward hooks per wrapped module per forward call, seconds
+FSDP2_HOOK_SECONDS = 4.5e-4  # measured here: 1159 - 709 µs per layer per decode token, weights gathered
+#: kernels per decoder layer in one graphed vLLM decode step (not re-measured: needs a GPU)
+VLLM_OPS_PER_LAYER = 40
 #: share of peak memory bandwidth reached by decode (weights + KV cache streamed once per token)
 DECODE_BANDWIDTH_EFFICIENCY = 0.6
 #: CUDA context + allocator slack per GPU process, GiB

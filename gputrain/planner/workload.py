@@ -41,6 +41,16 @@ class Hardware:
         return physics.op_seconds(self.gpu)
 
 
+#: process start, imports, weights loaded, device and process-group initialisation, seconds
+STARTUP_SECONDS = {"gpu": 60.0, "cpu": 8.0}
+#: write rate of a checkpoint to the job folder (torch.save + fsync on a node's disk), bytes/s
+CHECKPOINT_BYTES_PER_S = 1e9
+
+
+def startup_seconds(hw: Hardware) -> float:
+    return STARTUP_SECONDS["cpu" if hw.gpu.is_cpu else "gpu"]
+
+
 @dataclass
 class StepModel:
     workload: str

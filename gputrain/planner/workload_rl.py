@@ -8,10 +8,16 @@ mini-batches of ``ppo_mini_batch_size`` prompts, each an optimizer update over m
 ``train.batch_size`` completions. Tensors are padded to the batch's longest prompt and completion.
 
 Decode is bounded per token by the larger of memory traffic (weights + the KV cache read once), compute,
-and host dispatch (eager HF: ~40 operators per layer; vLLM: CUDA graphs). HF ``generate`` keeps every
+and host dispatch (eager HF: 72 operators per layer and 64 per step, plus FSDP2's forward hooks on every
+wrapped module when the policy is sharded, ``physics``; vLLM: CUDA graphs). HF ``generate`` keeps every
 sequence until the longest stops; vLLM batches continuously, so its tail (the longest completions) runs at
 small batch. vLLM holds ``share × device memory`` for weights and KV cache; a rollout that does not fit its
 KV cache runs in waves.
+
+Run overheads (in the total, not the step, as the trainer's ``step_seconds`` excludes them): start-up;
+every ``eval_every`` steps and at the end, rank 0 alone generates ``eval_samples`` greedy completions with
+HF ``generate`` in one batch (whatever the rollout engine) and scores them; every ``save_every`` steps and
+at the end, a full checkpoint (fp32 weights + AdamW moments, gathered to rank 0) is written.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from gputrain.planner import physics
-from gputrain.planner.workload import Hardware, StepModel
+from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.schema import Recipe
 
@@ -83,14 +89,30 @@ def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
                    engine, share)
 
 
+def _fsdp_hooks(recipe: Recipe, hw: Hardware) -> bool:
+    """HF generate on a sharded policy: FSDP2's hooks run on every decode step (the weights are gathered)."""
+    return recipe.distributed.strategy == "fsdp" and hw.world > 1
+
+
+def hf_decode_host_seconds(recipe: Recipe, hw: Hardware) -> float:
+    """Host time of one eager HF decode step: its operators, plus FSDP2's per-module hooks when sharded."""
+    layers = recipe.model.num_layers or 1
+    host = (layers * physics.HF_OPS_PER_LAYER + physics.HF_OPS_PER_TOKEN) * hw.op_seconds
+    if _fsdp_hooks(recipe, hw):
+        host += (layers + 1) * physics.FSDP2_HOOK_SECONDS
+    return host
+
+
 def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str) -> float:
     model = recipe.model
     weights = physics.params_of(model) * physics.half_bytes(hw.precision)
     kv = batch * context * physics.kv_bytes_per_token(model, hw.precision)
     memory = (weights + kv) / (hw.bandwidth * physics.DECODE_BANDWIDTH_EFFICIENCY)
     compute = batch * physics.forward_flops_per_token(model, context) / (hw.peak * recipe.estimate.mfu)
-    per_op = physics.OP_SECONDS_GRAPHED if engine == "vllm" else hw.op_seconds
-    host = (model.num_layers or 1) * physics.HF_OPS_PER_LAYER * per_op
+    if engine == "vllm":
+        host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * physics.OP_SECONDS_GRAPHED
+    else:
+        host = hf_decode_host_seconds(recipe, hw)
     if hw.gpu.is_cpu:  # no asynchronous launch on CPU: dispatch adds to the work
         return memory + compute + host
     return max(memory, compute, host)
@@ -106,9 +128,12 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
     if s.engine == "hf":
         steps = s.completion_max if s.seqs > 1 else s.completion
         decode = steps * _decode_step(recipe, hw, s.seqs, s.prompt_pad + steps / 2, "hf")
+        hooks = " and FSDP2's hooks on every wrapped module" if _fsdp_hooks(recipe, hw) else ""
         out.assumptions.append(
             f"rollout: HF generate, {s.seqs} sequences per rank in one batch, {steps:.0f} decode steps "
-            "(the batch runs until its longest completion ends)")
+            f"(the batch runs until its longest completion ends); each step at least "
+            f"{hf_decode_host_seconds(recipe, hw) * 1e3:.3g} ms of host time ({physics.HF_OPS_PER_LAYER} eager "
+            f"operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks})")
     else:
         kv_tok = physics.kv_bytes_per_token(model, hw.precision)
         weights = physics.params_of(model) * physics.half_bytes(hw.precision)
@@ -169,6 +194,27 @@ def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: 
     out.phases["update"] = flops / (hw.peak * recipe.estimate.mfu) + host + optimizer + comm
 
 
+def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape, out: StepModel) -> None:
+    """Start-up, rank-0 evaluations and full checkpoints over the run (see module docstring)."""
+    steps = recipe.train.max_steps or 0
+    every = recipe.train.eval_every
+    evals = (len(range(every, steps, every)) if every else 0) + 1 if algo.eval_samples and steps else 0
+    new = algo.eval_max_new_tokens or algo.max_completion_length
+    batch = algo.eval_samples
+    prefill = batch * physics.sequence_forward_flops(recipe.model, s.prompt_pad) / (hw.peak * recipe.estimate.mfu)
+    decode = new * _decode_step(recipe, hw, batch, s.prompt_pad + new / 2, "hf")
+    score = batch * (SANDBOX_PROGRAM_SECONDS / max(1, algo.sandbox_workers or recipe.resources.cpus_per_gpu)
+                     if recipe.entrypoint == "grpo_code" else CHECK_SECONDS)
+    per_eval = prefill + decode + score
+    saves = (steps // recipe.train.save_every + 1) if recipe.train.save_every and steps else 0
+    per_save = 12 * physics.params_of(recipe.model) / CHECKPOINT_BYTES_PER_S
+    out.overhead_seconds = startup_seconds(hw) + evals * per_eval + saves * per_save
+    out.assumptions.append(
+        f"run overhead: start-up {startup_seconds(hw):g} s; {evals} evaluation(s) on rank 0 ({batch} greedy "
+        f"completions of up to {new} tokens with HF generate, ~{per_eval:.3g} s each); {saves} full checkpoint(s) "
+        f"(12 B/param at {CHECKPOINT_BYTES_PER_S / 1e9:g} GB/s, ~{per_save:.3g} s each)")
+
+
 def rl(recipe: Recipe, hw: Hardware) -> StepModel:
     algo = recipe.algorithm
     assert isinstance(algo, GRPOAlgorithm)
@@ -200,4 +246,5 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
     out.assumptions.append(
         f"log-prob passes: {', '.join(passes) or 'none'}; {algo.num_iterations} × {s.updates} update(s) of "
         f"{s.micro_per_update} micro-batch(es) of {s.micro}; compute at {recipe.estimate.mfu:.0%} MFU")
+    _run_overhead(recipe, hw, algo, s, out)
     return out
