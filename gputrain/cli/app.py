@@ -45,6 +45,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "registry record, log, summary."),
     CommandSpec("submit", "gputrain.cli.slurm", "submit", "Plan a recipe for a Slurm cluster, write its job "
                 "folder and sbatch it."),
+    CommandSpec("prepare", "gputrain.cli.offline", "prepare", "Download what a job will load (model, "
+                "datasets) into the cluster's cache, pinned and verified."),
+    CommandSpec("sync", "gputrain.cli.offline", "sync", "Upload a finished job's offline W&B runs and list its "
+                "TensorBoard files."),
     CommandSpec("jobs", "gputrain.cli.jobs", "jobs", "Known jobs (all backends), newest first."),
     CommandSpec("status", "gputrain.cli.jobs", "status", "State, reason, exit code, elapsed time and nodes of "
                 "one job, asked of its backend."),
@@ -55,7 +59,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("docker", "gputrain.cli.runpod", "docker", "Write a Docker build context and run scripts for a "
                 "recipe."),
     CommandSpec("runpod", "gputrain.cli.runpod", "app", "Train on a RunPod pod: up (create, upload, train, "
-                "download, terminate), status, list, down, logs."),
+                "download, terminate), attach, status, list, down, logs."),
 )
 
 EPILOG = """\b

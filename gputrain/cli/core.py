@@ -185,7 +185,13 @@ def plan(
     target: Annotated[str | None, typer.Option("--target", help="local | slurm | docker (default: slurm with "
                                                "--cluster, else local)")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="write the scripts and plan.json here")] = None,
-    compare: Annotated[bool, typer.Option("--compare", help="compare across GPU types")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="compare across GPU types and clusters")] = False,
+    deadline: Annotated[str | None, typer.Option("--deadline", help="with --compare: longest run, e.g. 48h")] = None,
+    budget: Annotated[float | None, typer.Option("--budget", help="with --compare: most dollars to spend")] = None,
+    fit: Annotated[bool, typer.Option("--fit", help="apply the largest per-GPU batch (and vLLM share) that "
+                                      "fits")] = False,
+    probe: Annotated[bool, typer.Option("--probe", help="run a few real steps here first and plan from them")] = False,
+    steps: Annotated[int, typer.Option("--steps", help="steps --probe runs", min=2)] = 5,
     json_: JsonOpt = False,
 ) -> None:
     """Resolve a recipe for a GPU type and print settings, estimates and the rendered scripts.
@@ -199,6 +205,9 @@ def plan(
       gputrain plan grpo_code_mbpp --cluster supercloud
       gputrain plan gdpo_deepscaler --gpu B200 --gpus 4 --compare
       gputrain plan gnn_coloring --gpu B200 --gpus 8 --target docker --out build/
+      gputrain plan gdpo_deepscaler --compare --deadline 48h --budget 200
+      gputrain plan grpo_math_fsdp --gpu H100 --gpus 2 --fit
+      gputrain plan gnn_coloring --gpu cpu --gpus 2 --probe --steps 8
     """
     from gputrain.cli.plan_output import print_compare, print_plan, write_outputs
     from gputrain.planner import make_plan
@@ -207,10 +216,21 @@ def plan(
     path = resolve_recipe_path(recipe)
     kwargs: dict[str, Any] = dict(gpus_per_node=gpus, nodes=nodes, cluster=cluster, overrides=set_ or [],
                                   preset=preset, target=target)
-    if compare:
-        print_compare(path, gpu, kwargs, as_json=json_)
+    if compare or deadline or budget is not None:
+        print_compare(path, gpu, kwargs, as_json=json_, deadline=deadline, budget=budget)
         return
-    result = make_plan(path, gpu=gpu, **kwargs)
+    if probe:
+        from gputrain.cli.probe import run_probe
+
+        run_probe(path, gpu, kwargs, steps)
+    if fit:
+        first = make_plan(path, gpu=gpu, check_memory=False, **kwargs)
+        if first.estimate.fit is not None and first.estimate.fit.overrides:
+            kwargs["overrides"] = [*kwargs["overrides"], *first.estimate.fit.overrides]
+            from gputrain.cli.output import warn
+
+            warn(f"--fit: {' '.join(first.estimate.fit.overrides)} ({first.estimate.fit.note})")
+    result = make_plan(path, gpu=gpu, calibrate=True, **kwargs)
     artifacts = render_artifacts(result)
     if out is not None and result.target == "docker":
         from gputrain.backends.runpod.bundle import write_bundle  # the build context needs the package too

@@ -126,10 +126,12 @@ def jobs(
     rows = []
     for r in records:
         shape = f"{r.nodes or 1}x{r.gpus_per_node or 0} {r.gpu or ''}".strip()
+        cost = (r.extra or {}).get("cost_usd")  # RunPod: billed rate × pod uptime (live while it runs)
         rows.append((r.job_id, r.state, r.exit_code, r.backend, r.cluster, r.recipe, shape,
+                     f"${cost:.2f}" if isinstance(cost, (int, float)) else "",
                      r.created_at.replace("+00:00", "Z"), r.job_dir))
-    print_table(["job", "state", "exit", "backend", "cluster", "recipe", "shape", "created", "folder"], rows,
-                state_column="state")
+    print_table(["job", "state", "exit", "backend", "cluster", "recipe", "shape", "cost", "created", "folder"],
+                rows, state_column="state")
 
 
 def status(

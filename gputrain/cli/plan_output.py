@@ -10,6 +10,7 @@ from gputrain.atomic import write_atomic
 from gputrain.contract.plan import JobPlan
 from gputrain.errors import PlanError
 from gputrain.planner import make_plan
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 
 _SETTINGS = (
     ("train.batch_size", "per-GPU batch"),
@@ -34,6 +35,8 @@ def _get(config: dict[str, Any], dotted: str) -> Any:
 
 
 def _source(plan: JobPlan, dotted: str) -> str:
+    if dotted == "train.attention" and plan.attention == "auto":
+        return "resolved on the node: flash-attn if installed there and supported, else sdpa"
     if dotted in ("train.precision", "train.attention"):
         return "resolved for " + plan.gpu.name
     if dotted == "train.learning_rate":
@@ -46,8 +49,15 @@ def print_plan(plan: JobPlan, *, show_scripts: bool) -> None:
     where = f" on cluster {plan.cluster.name}" if plan.cluster else ""
     print(f"{plan.recipe.name}: {plan.nodes} node(s) × {plan.gpus_per_node} × {plan.gpu.name}{where} "
           f"(target {plan.target})")
-    print(f"  profile: {plan.profile or '-'}   preset: {plan.preset or '-'}   global batch: "
-          f"{plan.global_batch_size}")
+    algo = plan.recipe.algorithm
+    if plan.estimate.workload == "rl" and isinstance(algo, GRPOAlgorithm):
+        prompts = algo.train_batch_size or plan.world_size * max(1, plan.recipe.train.batch_size //
+                                                                 algo.num_generations)
+        batch = (f"step batch: {prompts} prompts × {algo.num_generations} completions, micro-batch "
+                 f"{plan.recipe.train.batch_size} per GPU")
+    else:
+        batch = f"global batch: {plan.global_batch_size}"
+    print(f"  profile: {plan.profile or '-'}   preset: {plan.preset or '-'}   {batch}")
     print("\nsettings")
     for dotted, label in _SETTINGS:
         value = _get(config, dotted)
@@ -59,23 +69,7 @@ def print_plan(plan: JobPlan, *, show_scripts: bool) -> None:
     secrets = list(plan.recipe.secrets)
     print(f"  {'secrets (by name)':<20} {', '.join(secrets) if secrets else 'none'}   read from the environment "
           "when the job runs; never written to a script")
-    est = plan.estimate
-    print("\nestimate")
-    if est.memory_gib_per_gpu is not None:
-        parts = ", ".join(f"{k} {round(v, 2):g}" for k, v in est.memory_breakdown.items())
-        cap = f" of {est.capacity_gib:g}" if est.capacity_gib else ""
-        print(f"  memory per GPU       {round(est.memory_gib_per_gpu, 2):g}{cap} GiB ({parts})")
-    if est.step_seconds is not None:
-        print(f"  step time            {est.step_seconds:.3g} s at {est.mfu * 100:.2g}% MFU")
-    if est.total_steps is not None:
-        print(f"  steps                {est.total_steps}")
-    hours = est.total_hours
-    if hours is not None:
-        shown = f"{hours:.3g} h" if hours >= 1 else f"{hours * 60:.3g} min"
-        print(f"  wall time            {shown}")
-    if est.cost_usd is not None:
-        print(f"  cost                 ${est.cost_usd:,.2f} ({plan.world_size} GPUs × "
-              f"${est.gpu_hourly_usd:g}/GPU-hour; {plan.gpu.price_source})")
+    print_estimate(plan)
     for name, text in plan.artifacts.items():
         if show_scripts:
             print(f"\n# ---- {name} ----")
@@ -85,6 +79,67 @@ def print_plan(plan: JobPlan, *, show_scripts: bool) -> None:
 
 
 
+
+
+def _duration(hours: float) -> str:
+    return f"{hours:.3g} h" if hours >= 1 else f"{hours * 60:.3g} min"
+
+
+def print_estimate(plan: JobPlan) -> None:
+    """The estimate: step split, memory terms with their knobs, guide and measured runs side by side."""
+    est = plan.estimate
+    print(f"\nestimate ({est.workload} model)")
+    if est.step_seconds is not None:
+        split = ", ".join(f"{k} {v:.3g}" for k, v in est.phases.items())
+        print(f"  step time            {est.step_seconds:.3g} s ({split})")
+        if est.peak_bound_seconds:
+            print(f"  at dense peak        {est.peak_bound_seconds:.3g} s ({est.step_flops:.3g} FLOPs; compute at "
+                  f"{est.mfu:.0%} MFU)")
+    if est.total_steps is not None:
+        print(f"  steps                {est.total_steps}")
+    if est.total_hours is not None:
+        extra = f" incl. {est.overhead_seconds / 60:.2g} min start-up/eval/report" if est.overhead_seconds else ""
+        print(f"  wall time            {_duration(est.total_hours)}{extra}")
+    if est.cost_usd is not None:
+        print(f"  cost                 ${est.cost_usd:,.2f} ({plan.world_size} GPUs × "
+              f"${est.gpu_hourly_usd:g}/GPU-hour; {plan.gpu.price_source})")
+    if est.memory_gib_per_gpu is not None:
+        cap = f" of {est.capacity_gib:g}" if est.capacity_gib else " (resident set per process)"
+        print(f"  memory per GPU       {est.memory_gib_per_gpu:.3g}{cap} GiB: persistent + the larger of train/"
+              "rollout")
+        for term in est.memory_terms:
+            knob = f"  cut: {term.knob}" if term.knob else ""
+            print(f"    {term.name:<22} {term.gib:8.2f} GiB  {term.phase:<10}{knob}")
+    resized = est.fit is not None and plan.recipe.train.batch_size != est.fit.batch_size
+    if est.fit is not None and est.fit.overrides and (not est.fits or resized):
+        print(f"  fits with            {' '.join('--set ' + o for o in est.fit.overrides)} ({est.fit.note}; "
+              "--fit applies it)")
+    if est.guide is not None:
+        g = est.guide
+        parts = [f"{label} {mine} vs {theirs} ({r:g}×)" for label, mine, theirs, r in (
+            ("step", _num(est.step_seconds, "s"), _num(g.guide_step_seconds, "s"), g.step_ratio if g.guide_step_seconds
+             else None),
+            ("total", _num(est.total_hours, "h"), _num(g.guide_total_hours, "h"),
+             g.step_ratio if not g.guide_step_seconds else None),
+            ("memory", _num(est.memory_gib_per_gpu, "GiB"), _num(g.guide_memory_gib, "GiB"), g.memory_ratio),
+        ) if r is not None]
+        print(f"  guide                {g.source}: {'; '.join(parts) or 'no comparable figure'}")
+        if g.differs:
+            print(f"  differs from guide   {g.differs}")
+    cal = est.calibration
+    if cal is not None:
+        print(f"  measured ({cal.match})     job {cal.job}: {cal.measured_step_seconds:.3g} s/step measured vs "
+              f"{cal.predicted_step_seconds:.3g} s predicted; "
+              + ("using the measurement" if cal.match == "exact" else
+                 f"step time × {cal.factor:.3g} (that run: model {cal.model_step_seconds:.3g} s)")
+              + (f"; peak {cal.measured_peak_gib:.3g} GiB measured vs {cal.predicted_memory_gib:.3g} predicted"
+                 if cal.measured_peak_gib is not None and cal.predicted_memory_gib is not None else ""))
+    for line in est.assumptions:
+        print(f"  assumes              {line}")
+
+
+def _num(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:.3g} {unit}"
 
 
 def write_outputs(plan: JobPlan, artifacts: dict[str, str], out: Path) -> dict[str, str]:
@@ -110,8 +165,38 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_json: bool) -> None:
+def parse_duration_hours(text: str) -> float:
+    """``48h``, ``2d``, ``90m``, ``3600s`` or a plain number of hours."""
+    units = {"s": 1 / 3600, "m": 1 / 60, "h": 1.0, "d": 24.0}
+    raw = text.strip().lower()
+    unit = units.get(raw[-1:])
+    number = raw[:-1] if unit is not None else raw
+    try:
+        value = float(number) * (unit or 1.0)
+    except ValueError:
+        raise PlanError(f"--deadline {text!r}: give a duration such as 48h, 2d or 90m") from None
+    if value <= 0:
+        raise PlanError(f"--deadline {text!r} must be positive")
+    return value
+
+
+def _row(plan: JobPlan, where: str, note: str = "") -> dict[str, Any]:
+    est = plan.estimate
+    cost = est.cost_usd if plan.cluster is None else 0.0
+    return {
+        "gpu": plan.gpu.name, "where": where, "gpus": plan.world_size, "profile": plan.profile,
+        "precision": plan.precision, "attention": plan.attention, "batch_per_gpu": plan.recipe.train.batch_size,
+        "memory_gib_per_gpu": _rounded(est.memory_gib_per_gpu, 2), "capacity_gib": est.capacity_gib,
+        "fits": est.fits, "step_seconds": _rounded(est.step_seconds, 4), "total_hours": _rounded(est.total_hours, 3),
+        "cost_usd": _rounded(cost, 2), "calibrated": est.calibration.job if est.calibration else None,
+        "note": note,
+    }
+
+
+def compare_rows(path: Path, gpu: str | None, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per catalog GPU type (the recipe's GPU count) and per configured cluster (its GPUs cost $0)."""
     from gputrain.hardware.catalog import catalog, get_gpu
+    from gputrain.hardware.clusters import list_clusters
 
     names = [g.name for g in catalog().values() if not g.is_cpu]
     if gpu:
@@ -121,21 +206,42 @@ def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_jso
     rows: list[dict[str, Any]] = []
     for name in names:
         try:
-            plan = make_plan(path, gpu=name, check_memory=False, **{**kwargs, "cluster": None})
+            plan = make_plan(path, gpu=name, check_memory=False, calibrate=True, **{**kwargs, "cluster": None})
         except PlanError as exc:
-            rows.append({"gpu": name, "error": exc.message})
+            rows.append({"gpu": name, "where": "cloud", "error": exc.message})
             continue
-        est = plan.estimate
-        rows.append({
-            "gpu": name, "profile": plan.profile, "preset": plan.preset, "precision": plan.precision,
-            "attention": plan.attention, "batch_per_gpu": plan.recipe.train.batch_size,
-            "global_batch_size": plan.global_batch_size, "learning_rate": plan.learning_rate,
-            "memory_gib_per_gpu": _rounded(est.memory_gib_per_gpu, 2), "fits": est.fits,
-            "step_seconds": _rounded(est.step_seconds, 4), "total_hours": _rounded(est.total_hours, 3),
-            "cost_usd": _rounded(est.cost_usd, 2),
-        })
+        rows.append(_row(plan, "cloud"))
+    for cluster in list_clusters():
+        if not cluster.gpu:
+            continue
+        try:
+            plan = make_plan(path, cluster=cluster.name, check_memory=False, calibrate=True,
+                             **{k: v for k, v in kwargs.items() if k not in ("cluster", "target")})
+        except PlanError as exc:
+            rows.append({"gpu": cluster.gpu, "where": f"cluster:{cluster.name}", "error": exc.message})
+            continue
+        limit = cluster.max_time or "none"
+        rows.append(_row(plan, f"cluster:{cluster.name}",
+                         f"$0; per-user limit {cluster.gpus_per_node} GPUs per node, time limit {limit} per job "
+                         "(longer runs requeue from checkpoints)"))
+    return rows
+
+
+def choose(rows: list[dict[str, Any]], deadline_h: float | None, budget: float | None) -> dict[str, Any] | None:
+    """The cheapest row that fits and meets both the deadline and the budget (ties: the faster)."""
+    ok = [r for r in rows if "error" not in r and r["fits"] and r["total_hours"] is not None
+          and (deadline_h is None or r["total_hours"] <= deadline_h)
+          and (budget is None or (r["cost_usd"] or 0.0) <= budget)]
+    return min(ok, key=lambda r: (r["cost_usd"] or 0.0, r["total_hours"])) if ok else None
+
+
+def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_json: bool,
+                  deadline: str | None = None, budget: float | None = None) -> None:
+    deadline_h = parse_duration_hours(deadline) if deadline else None
+    rows = compare_rows(path, gpu, kwargs)
+    pick = choose(rows, deadline_h, budget) if (deadline_h is not None or budget is not None) else None
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"rows": rows, "choice": pick}, indent=2))
         return
     from gputrain.cli.output import print_table
 
@@ -145,11 +251,22 @@ def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_jso
     table = []
     for r in rows:
         if "error" in r:
-            table.append([r["gpu"], f"error: {r['error']}", *[""] * 10])
+            table.append([r["gpu"], r["where"], f"error: {r['error']}", *[""] * 8])
             continue
-        table.append([r["gpu"], r["profile"], r["precision"], r["attention"], r["batch_per_gpu"],
-                      r["global_batch_size"], fmt(r["learning_rate"], ".3g"), fmt(r["memory_gib_per_gpu"], ".1f"),
-                      "yes" if r["fits"] else "NO", fmt(r["step_seconds"], ".3g"), fmt(r["total_hours"], ".3g"),
-                      fmt(r["cost_usd"], ",.0f")])
-    print_table(["GPU", "profile", "prec", "attn", "batch", "global", "LR", "GiB/GPU", "fits", "step s", "hours",
-                 "cost $"], table)
+        table.append([r["gpu"], r["where"], r["gpus"], r["precision"], r["batch_per_gpu"],
+                      f"{fmt(r['memory_gib_per_gpu'], '.1f')}/{r['capacity_gib']:g}", "yes" if r["fits"] else "NO",
+                      fmt(r["step_seconds"], ".3g"), fmt(r["total_hours"], ".3g"), fmt(r["cost_usd"], ",.2f"),
+                      "measured" if r["calibrated"] else "model"])
+    print_table(["GPU", "where", "GPUs", "prec", "batch", "GiB/GPU", "fits", "step s", "hours", "cost $", "from"],
+                table)
+    for r in rows:
+        if r.get("note"):
+            print(f"{r['where']}: {r['note']}")
+    if deadline_h is not None or budget is not None:
+        asked = " and ".join(x for x in (f"≤ {deadline_h:g} h" if deadline_h is not None else "",
+                                         f"≤ ${budget:,.2f}" if budget is not None else "") if x)
+        if pick is None:
+            print(f"nothing that fits meets {asked}")
+        else:
+            print(f"cheapest meeting {asked}: {pick['gpu']} ({pick['where']}, {pick['gpus']} GPUs): "
+                  f"{pick['total_hours']:.3g} h, ${pick['cost_usd']:,.2f}")

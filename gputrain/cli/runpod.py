@@ -5,6 +5,7 @@
     gputrain runpod up recipes/gnn_coloring.yaml --gpu B200 --gpus 8 --image me/gnn:latest \\
         --data training_data/
     gputrain runpod list ; gputrain runpod status NAME ; gputrain runpod logs NAME -f
+    gputrain runpod attach NAME    # follow a run again after the laptop that started it was closed
     gputrain runpod down NAME ; gputrain runpod down --all
 
 Command bodies import httpx and the planner lazily so ``gputrain --help`` stays fast. A run whose
@@ -21,7 +22,8 @@ from gputrain.cli.app import sub_app
 
 app = sub_app(
     name="runpod",
-    help="""Train on a RunPod pod: up (create, upload, train, download, terminate), status, list, down, logs.
+    help="""Train on a RunPod pod: up (create, upload, train, download, terminate), attach, status, list, down,
+    logs.
 
     The API key comes from RUNPOD_API_KEY (or ~/.runpod/config.toml), never from a flag.
 
@@ -53,18 +55,30 @@ def up(
     logs_dir: Path = typer.Option(Path("logs"), "--logs-dir", help="where job folders go"),
     remote_dir: str | None = typer.Option(None, "--remote-dir", help="folder on the pod"),
     bwlimit: int | None = typer.Option(None, "--bwlimit", help="upload limit, KiB/s"),
-    name: str | None = typer.Option(None, "--name", help="pod name (default: derived from the run)"),
+    name: str | None = typer.Option(None, "--name", help="pod name (default: a new one per run)"),
+    attach_: bool = typer.Option(False, "--attach", help="follow the live run of this recipe (or --name) "
+                                 "instead of starting another"),
+    reconnect: float = typer.Option(600.0, "--reconnect-timeout", help="seconds to keep reconnecting after "
+                                    "the connection drops, while the pod is RUNNING"),
+    salvage: float = typer.Option(300.0, "--salvage-timeout", help="seconds for salvaging results before "
+                                  "the pod is terminated"),
+    keepalive: int = typer.Option(15, "--keepalive", help="seconds between ssh keep-alive probes", min=1),
 ) -> None:
-    """Create (or reuse) a pod, train on it, download the results and terminate it.
+    """Create a pod, train on it detached, download the results and terminate it.
 
-    The pod is terminated whatever fails, unless --keep. A training that fails exits 1.
+    Each run gets its own pod, ssh key and folders; --name NAME reuses a kept pod, and is refused while
+    another live run drives NAME. The training runs detached on the pod: a dropped connection is retried
+    while the pod is RUNNING, and `gputrain runpod attach NAME` follows it again from another shell.
+    Ctrl-C (or SIGTERM) salvages the newest checkpoint, metrics, logs and summary, then terminates the pod;
+    a second Ctrl-C skips the salvage. The pod is terminated whatever fails, unless --keep. A training that
+    fails (or is LOST) exits 1.
 
     \b
     Example:
       gputrain runpod up recipes/gnn_coloring.yaml --gpu B200 --gpus 8 --image me/gnn:latest --data data/
     """
     from gputrain.backends.runpod.up import Up, UpOptions
-    from gputrain.errors import JobFailedError, RunPodUsageError
+    from gputrain.errors import RunPodUsageError
 
     cloud = cloud.upper()
     if cloud not in ("SECURE", "COMMUNITY"):
@@ -73,11 +87,45 @@ def up(
         recipe_path=recipe, gpu=gpu, gpus=gpus, image=image, data=data, disk_gb=disk, volume_gb=volume,
         cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud, cpu_flavor=cpu_flavor, keep=keep,
         ready_timeout_s=ready_timeout, poll_s=poll, overrides=list(set_), logs_dir=logs_dir,
-        remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name,
+        remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name, attach=attach_, reconnect_s=reconnect,
+        salvage_s=salvage, keepalive_s=keepalive,
     )
-    rc = Up(opts).run()
-    if rc != 0:
-        raise JobFailedError(f"the training on the pod exited with {rc}; its log and summary are in {logs_dir}")
+    _exit_for(Up(opts).go(), logs_dir)
+
+
+def _exit_for(outcome: object, where: object) -> None:
+    from gputrain.backends.runpod.session import Outcome
+    from gputrain.errors import JobFailedError
+
+    assert isinstance(outcome, Outcome)
+    if outcome.state == "COMPLETED":
+        return
+    if outcome.exit_code is None:
+        raise JobFailedError(f"the run ended {outcome.state}: {outcome.reason}; what was salvaged is in {where}")
+    raise JobFailedError(f"the training on the pod exited with {outcome.exit_code} ({outcome.state}); its log "
+                         f"and summary are in {where}")
+
+
+@app.command()
+def attach(
+    name: str = typer.Argument(..., help="pod name (job id) of a run started by `runpod up`"),
+    reconnect: float = typer.Option(600.0, "--reconnect-timeout", help="seconds to keep reconnecting"),
+    salvage: float = typer.Option(300.0, "--salvage-timeout", help="seconds for salvaging results"),
+) -> None:
+    """Follow a run again after the `runpod up` that started it died (laptop closed, terminal gone).
+
+    The training kept running on the pod. attach follows its log from where the job folder's copy ends,
+    downloads (or salvages, on Ctrl-C or a lost pod) and terminates the pod unless the run used --keep.
+    While the original `up` is still alive, attach only follows the log.
+
+    \b
+    Example:
+      gputrain runpod attach gputrain-gnn-coloring-b200x8-1a2b3c4d5e-9f8e7d6c
+    """
+    from gputrain.backends.runpod.attach import attach as attach_run
+    from gputrain.backends.runpod.session import RunSettings
+
+    _exit_for(attach_run(name, RunSettings(reconnect_s=reconnect, salvage_s=salvage)), name)
 
 
 @app.command("list")
@@ -116,7 +164,10 @@ def down(
     name: str | None = typer.Argument(None, help="pod name (job id) or pod id"),
     all_: bool = typer.Option(False, "--all", help="terminate every live gputrain-* pod (orphans too)"),
 ) -> None:
-    """Terminate a pod (a pod that is already gone counts as done).
+    """Terminate a pod (a pod that is already gone counts as done), salvaging its run first.
+
+    A run whose `up` is still alive is asked to stop (it salvages and terminates); a run nobody drives any
+    more has its newest checkpoint, metrics, logs and container log downloaded before the pod goes.
 
     \b
     Examples:

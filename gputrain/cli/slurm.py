@@ -83,6 +83,7 @@ def submit(
     """
     from gputrain.backends.slurm import prepare_job
     from gputrain.cli.core import resolve_recipe_path, resume_source
+    from gputrain.cli.offline import check_before_submit, prepare_command
     from gputrain.planner import make_plan
     from gputrain.recipe.loader import expand_sweeps
 
@@ -103,9 +104,11 @@ def submit(
     jobs: list[tuple[PreparedJob, JobView]] = []
     points = expand_sweeps(sweep or [])
     as_array = (len(points), max_parallel) if array and len(points) > 1 else None
-    for point in points:
+    for n, point in enumerate(points):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
+        command = prepare_command(recipe, cluster, gpu, [*(set_ or []), *point], preset)
+        plan = check_before_submit(plan, command, check_python=n == 0)  # interpreter, offline cache (#20)
         view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point,
                        warnings=[*plan.warnings, *shape_warnings(plan)],
                        shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")

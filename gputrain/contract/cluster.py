@@ -47,6 +47,22 @@ class ClusterProfile(BaseModel):
     max_timeout_requeues: int = Field(default=0, ge=0, description="requeues after the time limit (0: the job "
                                       "ends TIMEOUT, checkpointed)")
 
+    # -- sites whose compute nodes have no internet (SuperCloud): see gputrain.offline ------------------
+    offline: bool = Field(default=False, description="compute nodes have no internet: jobs read only the cache "
+                          "`gputrain prepare` filled (HF_*_OFFLINE=1, WANDB_MODE=offline) and submit checks it")
+    cache_dir: str | None = Field(default=None, description="HF_HOME on the shared filesystem for prepared "
+                                  "models and datasets (default: $HF_HOME or ~/.cache/huggingface)")
+    python: str | None = Field(default=None, description="interpreter on the nodes (default: the one that "
+                               "runs `gputrain submit`, by absolute path)")
+    container: str | None = Field(default=None, description="Apptainer/Singularity image the training runs in "
+                                  "(with --nv)")
+    container_runtime: Literal["apptainer", "singularity"] = "apptainer"
+    staging: bool = Field(default=False, description="copy the job's prepared hub repositories to node-local "
+                          "$TMPDIR before training")
+    gpu_limit: int | None = Field(default=None, ge=1, description="GPUs one user may hold at once (warn above)")
+    checkpoint_write_mb_s: float | None = Field(default=None, gt=0, description="checkpoint write speed of the "
+                                                "shared filesystem: sizes the preemption window")
+
     @field_validator("max_time")
     @classmethod
     def _check_time(cls, value: str | None) -> str | None:
@@ -61,6 +77,14 @@ class ClusterProfile(BaseModel):
         if value is not None and not WORD_RE.match(value):
             raise ValueError(f"{value!r} may only hold letters, digits and _@%+=:,./- (no spaces, quotes or "
                              "line breaks)")
+        return value
+
+    @field_validator("cache_dir", "python", "container")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        """Paths reach the job script shell-quoted; a control character could still end a line."""
+        if value is not None and (not value.strip() or _CONTROL_RE.search(value)):
+            raise ValueError(f"{value!r} is not a usable path (empty, or holds a control character)")
         return value
 
     @field_validator("description", "setup", "sbatch_extra")

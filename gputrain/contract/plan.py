@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gputrain.contract.assets import OfflineAssets, RepoKind
 from gputrain.contract.cluster import ClusterProfile
 from gputrain.contract.estimate import Estimate
 from gputrain.contract.hardware import GPUFacts
@@ -30,13 +31,16 @@ from gputrain.errors import PlanFileError
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 4
 """Version of the plan contract; plan.json files of earlier gputrain versions (no ``schema_version``,
-a ``config`` object) count as version 0."""
+a ``config`` object) count as version 0. Version 2: the planner's workload estimate; version 3 added
+``offline`` (hub commits pinned by ``gputrain prepare``); version 4: the GRPO algorithm's prompt format,
+length gate, entropy bonus and vLLM importance-sampling settings."""
 
 Target = Literal["local", "slurm", "docker"]
 Precision = Literal["bf16", "fp16", "fp32"]
-Attention = Literal["sdpa", "flash", "flex", "eager"]
+Attention = Literal["auto", "sdpa", "flash", "flex", "eager"]
+"""``auto``: resolved where the job runs (flash-attn if the node has it and the GPU supports it, else sdpa)."""
 
 
 class JobPlan(BaseModel):
@@ -68,6 +72,8 @@ class JobPlan(BaseModel):
     estimate: Estimate
     target: Target = "local"
     cluster: ClusterProfile | None = Field(default=None, description="the Slurm site (target slurm)")
+    offline: OfflineAssets | None = Field(default=None, description="hub commits pinned by gputrain prepare "
+                                          "and the cache holding them (clusters without internet)")
     provenance: dict[str, str] = Field(default_factory=dict, description="dotted field → layer that set it")
     warnings: list[str] = Field(default_factory=list)
     artifacts: dict[str, str] = Field(default_factory=dict, description="rendered scripts: name → path")
@@ -85,6 +91,10 @@ class JobPlan(BaseModel):
     def to_json(self) -> str:
         """The text of ``plan.json`` (keys sorted, so two plans diff cleanly)."""
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+    def pinned_commit(self, kind: RepoKind, repo: str) -> str | None:
+        """The hub commit ``gputrain prepare`` pinned for ``repo`` (None: not pinned; load its default)."""
+        return self.offline.commit_of(kind, repo) if self.offline is not None else None
 
     def resolved_recipe_data(self) -> dict[str, Any]:
         """The resolved recipe as plain data (``recipe.resolved.yaml``): no ``profiles``, already applied."""

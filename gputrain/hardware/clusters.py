@@ -30,18 +30,27 @@ __all__ = ["BUILTIN_CLUSTERS", "ClusterProfile", "GresStyle", "config_path", "li
 
 
 BUILTIN_CLUSTERS: dict[str, dict[str, Any]] = {
+    # From the LLSC SuperCloud documentation: 2x V100-32GB and 40 cores per node, partition xeon-g6-volta,
+    # about 20 CPUs per GPU (memory comes with the cores: no --mem), anaconda module set-up, batch jobs up
+    # to 4 days, 2 GPUs per new user (8 after a course), no internet on compute nodes, Slurm 20.11
+    # (no option newer than that), node-local $TMPDIR. The preemption warning grows with the checkpoint
+    # (gputrain.render.node_env.preemption_seconds) at a conservative 250 MB/s per node to Lustre.
     "supercloud": {
-        "description": "MIT SuperCloud: Xeon nodes with 2x V100-32GB each (gpu:volta:2)",
+        "description": "MIT SuperCloud: 2x V100-32GB per node (gpu:volta:2), no internet on compute nodes",
         "gpu": "V100-32GB",
         "gpus_per_node": 2,
         "gres_type": "volta",
         "gres_style": "typed",
-        "memory_gb": 64,
-        "max_time": "12:00:00",
+        "partition": "xeon-g6-volta",
+        "max_time": "4-00:00:00",
         "cpus_per_gpu": 20,
         "setup": ["source /etc/profile", "module load anaconda/2023b"],
         "signal_seconds": 120,
         "max_requeues": 3,
+        "offline": True,
+        "staging": True,
+        "gpu_limit": 2,
+        "checkpoint_write_mb_s": 250,
     },
     "testbed": {
         "description": "local 2-node Slurm testbed (scripts/slurm-testbed up), fake gpu:volta:2 per node",

@@ -8,13 +8,13 @@ models are never mutated): the training entrypoints read only the plan and never
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from gputrain.contract.cluster import ClusterProfile
+from gputrain.contract.estimate import Estimate, GuideComparison
 from gputrain.contract.hardware import GPUFacts
 from gputrain.contract.plan import Attention, JobPlan, Precision, Target
 from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
@@ -34,7 +34,8 @@ from gputrain.recipe.schema import Profile, Recipe
 
 TARGETS: tuple[Target, ...] = ("local", "slurm", "docker")
 _PRECISIONS: dict[str, Precision] = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
-_ATTENTIONS: dict[str, Attention] = {"sdpa": "sdpa", "flash": "flash", "flex": "flex", "eager": "eager"}
+_ATTENTIONS: dict[str, Attention] = {"sdpa": "sdpa", "flash": "flash", "flex": "flex", "eager": "eager",
+                                     "auto": "auto"}
 
 
 def make_plan(
@@ -48,6 +49,7 @@ def make_plan(
     preset: str | None = None,
     target: str | None = None,
     check_memory: bool = True,
+    calibrate: bool = False,
 ) -> JobPlan:
     """Resolve a recipe for a hardware choice. ``gpu=None`` detects the local GPU (or ``cpu``)."""
     overrides = list(overrides)
@@ -94,6 +96,12 @@ def make_plan(
     })
 
     est = estimate(recipe, gpu_type, gpus, node_count, precision, global_batch)
+    est = _compare_with_guide(est, recipe, gpu_type, gpus * node_count, preset_name)
+    if calibrate:
+        from gputrain.planner.calibrate import calibrate as apply_calibration
+        from gputrain.registry.measured import measured_runs
+
+        est = apply_calibration(est, recipe, gpu_type, gpus * node_count, precision, measured_runs())
     warnings.extend(est.warnings)
     if check_memory and not est.fits:
         raise PlanError(est.fit_message)
@@ -102,6 +110,13 @@ def make_plan(
             f"estimated {est.total_hours:.1f} h exceeds the time limit {recipe.resources.time}: "
             "the job will rely on checkpoint + requeue"
         )
+    limit = cluster_profile.gpu_limit if cluster_profile and not gpu_type.is_cpu else None
+    if cluster_profile is not None and limit is not None and gpus * node_count > limit:
+        warnings.append(
+            f"the job asks for {gpus * node_count} GPUs but cluster {cluster_profile.name!r} lets a user hold "
+            f"{limit} at once (gpu_limit; SuperCloud raises it after its course): it would stay pending on the "
+            f"QOS limit; use --nodes 1 --gpus {min(gpus, limit)}"
+        )
     return JobPlan(
         recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
         gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,
@@ -109,6 +124,29 @@ def make_plan(
         lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=chosen_target,
         cluster=cluster_profile, warnings=warnings, provenance=provenance,
     )
+
+
+def _compare_with_guide(est: Estimate, recipe: Recipe, gpu: GPUFacts, world: int, preset: str | None) -> Estimate:
+    """The recipe's guide figure for this hardware (and preset) next to the plan, with the ratio."""
+    guide = next((g for g in recipe.estimate.guides
+                  if g.gpu == gpu.name and g.gpus == world and g.preset in (None, preset)), None)
+    if guide is None:
+        return est
+
+    def ratio(mine: float | None, theirs: float | None) -> float | None:
+        return round(mine / theirs, 3) if mine is not None and theirs else None
+
+    comparison = GuideComparison(
+        source=guide.source, guide_step_seconds=guide.step_seconds, guide_total_hours=guide.total_hours,
+        guide_memory_gib=guide.memory_gib, step_ratio=ratio(est.step_seconds, guide.step_seconds)
+        or ratio(est.total_hours, guide.total_hours), memory_ratio=ratio(est.memory_gib_per_gpu, guide.memory_gib),
+        differs=guide.differs)
+    warnings = list(est.warnings)
+    off = [r for r in (comparison.step_ratio, comparison.memory_ratio) if r is not None and not 0.5 <= r <= 2]
+    if off and not guide.differs:
+        warnings.append(f"this plan is {', '.join(f'{r:g}×' for r in off)} the guide's figure ({guide.source}) "
+                        "and the recipe gives no reason; treat the estimate with care")
+    return est.model_copy(update={"guide": comparison, "warnings": warnings})
 
 
 def _load_cluster(name: str) -> ClusterProfile:
@@ -146,11 +184,41 @@ def _match_profile(
         warnings.append(f"recipe {recipe.name!r} has no profile for {gpu.name}: using the recipe's base values")
         return None, None
     nearest = min(candidates, key=lambda n: (abs(known[n].memory_gib - gpu.memory_gib), n))
+    lent, note = borrow_profile(recipe.profiles[nearest], known[nearest], gpu)
     warnings.append(
         f"no profile for {gpu.name}; using the nearest by memory, {nearest} "
-        f"({known[nearest].memory_gib:g} GiB vs {gpu.memory_gib:g} GiB)"
+        f"({known[nearest].memory_gib:g} GiB vs {gpu.memory_gib:g} GiB): {note}"
     )
-    return nearest, recipe.profiles[nearest]
+    return nearest, lent
+
+
+#: settings a borrowed profile never lends: they are facts of the GPU the profile was written for
+_GPU_FACT_FIELDS = ("precision", "attention")
+
+
+def _lend(layer: Mapping[str, Any], ratio: float) -> dict[str, Any]:
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in layer.items()}
+    train = out.get("train")
+    if isinstance(train, dict):
+        for name in _GPU_FACT_FIELDS:
+            train.pop(name, None)
+        if isinstance(train.get("batch_size"), int) and ratio != 1:
+            train["batch_size"] = max(1, int(train["batch_size"] * ratio))
+        if not train:
+            out.pop("train")
+    return out
+
+
+def borrow_profile(profile: Profile, owner: GPUFacts, gpu: GPUFacts) -> tuple[Profile, str]:
+    """A profile written for ``owner`` as lent to ``gpu``: batch sizes scaled by the memory ratio (rounded
+    down), precision and attention dropped (resolved for ``gpu`` itself)."""
+    ratio = gpu.memory_gib / owner.memory_gib if owner.memory_gib else 1.0
+    lent = profile.model_copy(update={
+        "set": _lend(profile.set, ratio),
+        "presets": {name: _lend(layer, ratio) for name, layer in profile.presets.items()},
+    })
+    return lent, (f"batch sizes scaled by {ratio:.2f}; precision and attention resolved for {gpu.name}, "
+                  f"not borrowed")
 
 
 def _choose_preset(profile: Profile | None, wanted: str | None, recipe: Recipe, name: str | None) -> str | None:
@@ -220,16 +288,16 @@ def _resolve_precision(recipe: Recipe, gpu: GPUFacts) -> Precision:
 
 
 def _resolve_attention(recipe: Recipe, gpu: GPUFacts, warnings: list[str]) -> Attention:
+    """Decided from the GPU's facts only, never from the planning machine's packages: ``auto`` on a GPU
+    that flash-attn supports (Ampere and later) stays ``auto`` and the job resolves it on its node
+    (``gputrain.train.runtime``: flash-attn if installed there, else sdpa, logged)."""
     wanted = recipe.train.attention
-    flash_ok = not gpu.is_cpu and gpu.bf16 and importlib.util.find_spec("flash_attn") is not None
-    if wanted in ("auto", "flash"):
-        if flash_ok:
-            return "flash"
-        if wanted == "flash":
-            reason = "it is CPU" if gpu.is_cpu else "it predates Ampere"
-            if not gpu.is_cpu and gpu.bf16:
-                reason = "flash-attn is not installed"
-            warnings.append(f"train.attention=flash is not available on {gpu.name} ({reason}): using sdpa")
+    flash_capable = not gpu.is_cpu and gpu.bf16  # flash-attn 2 needs Ampere or later; bf16 marks them here
+    if wanted == "auto":
+        return "auto" if flash_capable else "sdpa"
+    if wanted == "flash" and not flash_capable:
+        reason = "it is CPU" if gpu.is_cpu else "it predates Ampere"
+        warnings.append(f"train.attention=flash is not available on {gpu.name} ({reason}): using sdpa")
         return "sdpa"
     if wanted == "flex" and gpu.is_cpu:
         warnings.append("FlexAttention needs a GPU: using sdpa")

@@ -47,6 +47,7 @@ class ModelSpec(Strict):
     hidden_size: int | None = Field(default=None, gt=0)
     num_layers: int | None = Field(default=None, gt=0)
     num_heads: int | None = Field(default=None, gt=0)
+    num_kv_heads: int | None = Field(default=None, gt=0, description="key/value heads (GQA); default num_heads")
     vocab_size: int | None = Field(default=None, gt=0)
     seq_len: int | None = Field(default=None, gt=0, description="tokens per sample")
 
@@ -126,10 +127,30 @@ class TrackingSpec(Strict):
     project: str = "gputrain"
 
 
+class GuideFigure(Strict):
+    """What the workload's own guide reports for one hardware setting (the planner's outside reference)."""
+
+    source: str = Field(description="which guide, which table")
+    gpu: str = Field(description="catalog GPU name the figure is for")
+    gpus: int = Field(default=1, gt=0, description="GPUs in the guide's setting (whole job)")
+    preset: str | None = Field(default=None, description="the profile preset the figure belongs to")
+    step_seconds: float | None = Field(default=None, gt=0)
+    total_hours: float | None = Field(default=None, gt=0)
+    memory_gib: float | None = Field(default=None, gt=0, description="per GPU")
+    differs: str = Field(default="", description="why this recipe as written is a different job, if it is")
+
+
 class EstimateSpec(Strict):
     flops_per_sample: float | None = Field(default=None, gt=0, description="training FLOPs per sample")
     tokens_per_sample: int | None = Field(default=None, gt=0)
     mfu: float = Field(default=0.35, gt=0, le=1, description="assumed model FLOPs utilisation")
+    completion_fraction: float = Field(
+        default=0.7, gt=0, le=1, description="RL: expected completion length as a share of max_completion_length"
+    )
+    prompt_fraction: float = Field(
+        default=0.5, gt=0, le=1, description="RL: expected prompt length as a share of max_prompt_length"
+    )
+    guides: list[GuideFigure] = Field(default_factory=list, description="the guide's reported figures")
 
 
 class Profile(Strict):

@@ -14,6 +14,7 @@ the profile's. ``#SBATCH`` lines are parsed by sbatch, not a shell, so they carr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from gputrain import __version__
 from gputrain.contract import jobstate
 from gputrain.contract.cluster import WORD_RE, ClusterProfile
 from gputrain.errors import ClusterProfileError, RenderError
+from gputrain.render.node_env import node_environment, preemption_seconds, python_command, staged_repos
 from gputrain.render.render import render_template, template_context
 
 if TYPE_CHECKING:
@@ -111,7 +113,8 @@ class SbatchInputs:
     working directory; ``stamp``: the submission time in the folder name (``gputrain submit`` passes a
     placeholder and stamps the text at submission); ``python``: the interpreter that runs torchrun and the
     closing summary on the nodes; ``debug``: NCCL / torch.distributed debug logging; ``version``: the
-    gputrain version named in the header.
+    gputrain version named in the header; ``hf_home``: the Hugging Face cache the job reads when the plan
+    pins none (:mod:`gputrain.render.node_env`).
     """
 
     logs_dir: str
@@ -122,12 +125,13 @@ class SbatchInputs:
     version: str = __version__
     options: SubmitOptions = field(default_factory=lambda: SubmitOptions())
     array: tuple[int, int | None] | None = None  # a --sweep as one array: (points, at most this many at once)
+    hf_home: str | None = None
 
     @classmethod
     def here(cls, plan: JobPlan, *, logs_dir: str = "logs", stamp: str | None = None,
              debug: bool = False, options: SubmitOptions | None = None) -> SbatchInputs:
-        """Inputs for submitting from this process: its working directory, the current time, and the
-        interpreter (``python`` after a cluster's set-up lines, which load their own environment)."""
+        """Inputs for submitting from this process: its working directory, the current time, the
+        interpreter (this one, by absolute path, unless the profile names one) and the HF cache."""
         import os
         import sys
         import time
@@ -136,12 +140,25 @@ class SbatchInputs:
             logs_dir=logs_dir, workdir=os.getcwd(), stamp=stamp or time.strftime("%Y%m%d_%H%M%S"),
             python=default_python(plan.cluster, sys.executable), debug=debug,
             options=options or SubmitOptions(),
+            hf_home=default_hf_home(plan.cluster, os.environ),
         )
 
 
 def default_python(cluster: ClusterProfile | None, current: str) -> str:
-    """``python`` on a site whose set-up lines (``module load anaconda``) provide it, else ``current``."""
-    return "python" if cluster is not None and cluster.setup else current
+    """The profile's ``python`` if it names one, else ``current``: the interpreter of the environment that
+    runs ``gputrain submit``, where gputrain and its training extras are installed (by absolute path, valid
+    on a shared filesystem). A site's set-up lines (``module load anaconda``) no longer decide it."""
+    return cluster.python if cluster is not None and cluster.python else current
+
+
+def default_hf_home(cluster: ClusterProfile | None, environ: Mapping[str, str]) -> str:
+    """The profile's ``cache_dir`` (``~`` and ``$VARS`` expanded here, on the submitting machine), else
+    ``$HF_HOME``, else ``~/.cache/huggingface``, as ``huggingface_hub`` itself defaults."""
+    import os
+
+    raw = (cluster.cache_dir if cluster is not None else None) or environ.get("HF_HOME") \
+        or os.path.join(environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return os.path.abspath(os.path.expanduser(os.path.expandvars(raw)))
 
 
 def _seconds(hms: str) -> int:
@@ -192,9 +209,9 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "array": _array(inputs.array),
         "sbatch_extra": list(profile.sbatch_extra),
         "setup": list(profile.setup),
-        "signal_seconds": profile.signal_seconds,
+        "signal_seconds": preemption_seconds(plan),
         "signal": signal,
-        "srun_wait": max(60, profile.signal_seconds),
+        "srun_wait": max(60, preemption_seconds(plan)),
         "max_requeues": profile.max_requeues,
         "max_timeout_requeues": profile.max_timeout_requeues,
         "stop_request_file": jobstate.STOP_REQUEST_FILE,
@@ -205,7 +222,9 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "logs_dir": _directive("logs dir", inputs.logs_dir, path=True),
         "workdir": _directive("working dir", inputs.workdir, path=True),
         "stamp": _directive("stamp", inputs.stamp, path=True),
-        "python": inputs.python,
+        "python": python_command(plan.cluster, inputs.python),  # words: a container runs it with --nv
+        "node_env": node_environment(plan, inputs.hf_home),
+        "staged_repos": staged_repos(plan),
         "omp_threads": int(cpus),
         "debug": inputs.debug,
     }

@@ -63,6 +63,12 @@ class ResolutionTracker:
                 fh.write(json.dumps(record) + "\n")
         return scores
 
+    def summary(self) -> dict[str, float]:
+        """Mean distinct advantages per step under each aggregation (``result.json``)."""
+        if not self.seen:
+            return {}
+        return {f"distinct_advantages_{name}_mean": total / self.seen for name, total in self.totals.items()}
+
 
 def _use_gdpo_aggregation(ctx: RunContext) -> None:
     """GDPO is the per-reward normalisation; the resolved recipe carries the schema default
@@ -95,17 +101,12 @@ def train(ctx: RunContext) -> int:
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
     tracker = ResolutionTracker(ctx, task.score, algo.num_generations, weights)
     task.score = tracker
+    task.final_report = tracker.summary
     ctx.print0(
         f"[gdpo] {len(task.train_rows)} training / {len(task.eval_rows)} eval problems, rewards "
         + ", ".join(f"{n}×{w:g}" for n, w in zip(task.reward_names, weights, strict=True))
     )
     code = train_grpo(ctx, task)
-    result_path = ctx.job_dir / "result.json"
-    if ctx.is_main and result_path.exists() and tracker.seen:
-        result = json.loads(result_path.read_text())
-        for name, total in tracker.totals.items():
-            result[f"distinct_advantages_{name}_mean"] = total / tracker.seen
-        ctx.write_json("result.json", result)
     report_strategy(ctx, "gdpo")
     return code
 

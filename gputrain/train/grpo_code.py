@@ -25,15 +25,17 @@ REWARD_NAME = "code_pass_rate"
 CACHE_SIZE = 50_000
 
 
-def load_code_tasks(data: DataSpec, seed: int, eval_dataset: str = "held_out") -> tuple[list[Any], list[Any]]:
-    """(train tasks, evaluation tasks) for the recipe's ``data`` section and ``algorithm.eval_dataset``."""
+def load_code_tasks(data: DataSpec, seed: int, eval_dataset: str = "held_out", *,
+                    revision: str | None = None) -> tuple[list[Any], list[Any]]:
+    """(train tasks, evaluation tasks) for the recipe's ``data`` section and ``algorithm.eval_dataset``;
+    a hub dataset at ``revision`` (the commit ``gputrain prepare`` pinned) when given."""
     from gputrain.train.code_reward import load_humaneval
 
-    train, held_out = _split_tasks(data, seed)
+    train, held_out = _split_tasks(data, seed, revision)
     return train, (load_humaneval() if eval_dataset == "humaneval" else held_out)
 
 
-def _split_tasks(data: DataSpec, seed: int) -> tuple[list[Any], list[Any]]:
+def _split_tasks(data: DataSpec, seed: int, revision: str | None = None) -> tuple[list[Any], list[Any]]:
     """Unset sizes: the toy task's 27 problems each; a tenth of a dataset held out, the rest trained on."""
     from gputrain.train.code_reward import load_humaneval, load_mbpp, toy_tasks
 
@@ -41,20 +43,22 @@ def _split_tasks(data: DataSpec, seed: int) -> tuple[list[Any], list[Any]]:
     train_size, val_size = data.train_size, data.val_size
     if source == "generated":
         return toy_tasks(train_size or 27, seed=seed), toy_tasks(val_size or 27, seed=seed + 1)
-    tasks = load_humaneval() if source == "humaneval" else load_mbpp(source, fmt=data.format, split=data.split)
+    tasks = load_humaneval() if source == "humaneval" else load_mbpp(source, fmt=data.format, split=data.split,
+                                                                              revision=revision)
     n_val = val_size if val_size is not None else max(1, len(tasks) // 10)
     train, held_out = tasks[: len(tasks) - n_val], tasks[len(tasks) - n_val :]
     return (train[:train_size] if train_size else train), held_out
 
 
-def build_code_task(data: DataSpec, algo: GRPOAlgorithm, *, seed: int = 0, world_size: int = 1) -> GRPOTask:
+def build_code_task(data: DataSpec, algo: GRPOAlgorithm, *, seed: int = 0, world_size: int = 1,
+                    revision: str | None = None) -> GRPOTask:
     """The code task of a resolved recipe's ``data`` and ``algorithm``: prompts, the sandboxed reward,
     evaluation."""
     from gputrain.train.code_reward import build_prompt, score_completions_detailed
     from gputrain.train.code_reward.reward import get_pool
     from gputrain.train.sandbox import SandboxLimits
 
-    train, held_out = load_code_tasks(data, seed, algo.eval_dataset)
+    train, held_out = load_code_tasks(data, seed, algo.eval_dataset, revision=revision)
     workers = algo.sandbox_workers or max(1, min(4, (os.cpu_count() or 2) // max(1, world_size)))
     # sandbox_timeout_s bounds one test; the whole program (setup and every test) gets twice that.
     limits = SandboxLimits(test_seconds=algo.sandbox_timeout_s, wall_seconds=2 * algo.sandbox_timeout_s)
@@ -114,7 +118,9 @@ def build_code_task(data: DataSpec, algo: GRPOAlgorithm, *, seed: int = 0, world
 def main(ctx: RunContext) -> int:
     from gputrain.train.grpo.trainer import train_grpo
 
-    task = build_code_task(ctx.recipe.data, ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, world_size=ctx.world_size)
+    data = ctx.recipe.data
+    task = build_code_task(data, ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, world_size=ctx.world_size,
+                           revision=ctx.plan.pinned_commit("dataset", data.source.partition(":")[0]))
     sandbox = task.report["sandbox"]
     ctx.print0(f"[grpo_code] sandbox isolation: {sandbox['level']} ({', '.join(sandbox['layers'])})")
     return train_grpo(ctx, task)

@@ -67,7 +67,8 @@ def test_gputrain_run_grpo_code_cpu_reward_rises(tmp_path: Path) -> None:
 
     records = [json.loads(x) for x in (job / "metrics.jsonl").read_text().splitlines()]
     step_rec = next(r for r in records if "reward_mean" in r)
-    for key in ("loss", "reward_std", "kl", "lr", "tokens_per_s", "response_length", "reward/code_pass_rate_mean"):
+    for key in ("loss", "reward_std", "kl", "lr", "tokens_per_s", "completions/mean_length",
+                "rewards/code_pass_rate/mean"):
         assert key in step_rec, key
     assert any("eval/pass_rate" in r for r in records)
     result = json.loads((job / "result.json").read_text())

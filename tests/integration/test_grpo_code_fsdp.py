@@ -98,7 +98,7 @@ def _worker() -> None:
     out["max_grad_diff"] = max(diffs)
 
     # Accumulating two micro-batches with the gradient sync off for the first gives the same gradients.
-    from gputrain.train.grpo.trainer import _grad_sync
+    from gputrain.train.grpo.phases import grad_sync as _grad_sync
 
     full_grads = {n: p.grad.full_tensor().clone() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)

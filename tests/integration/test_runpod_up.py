@@ -52,7 +52,8 @@ def pod_machine(tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail("sshd missing: apt-get install -y openssh-server rsync")
         pytest.skip("sshd missing (apt-get install -y openssh-server)")
-    sshd = LoopbackSshd(tmp_path / "sshd").start()
+    # The pod runs the gputrain under test (as the image built from it would), not whatever is installed.
+    sshd = LoopbackSshd(tmp_path / "sshd", env={"PYTHONPATH": str(ROOT)}).start()
     yield sshd
     sshd.stop()
 
@@ -108,7 +109,8 @@ def test_up_end_to_end_trains_downloads_and_terminates(fake, tmp_path):
     log = (job_dir / "training_output.log").read_text()
     assert log and "secret WANDB_API_KEY is not set" not in log  # it reached the training's environment
     assert (job_dir / "job_summary.txt").is_file()  # written on the pod by `gputrain logs --summary`
-    assert (tmp_path / "remote" / "data" / "training_data" / "graphs.txt").is_file()
+    (remote,) = (tmp_path / "remote").iterdir()  # the run's own folder on the pod, named after its pod
+    assert (remote / "data" / "training_data" / "graphs.txt").is_file()
     summary = json.loads((job_dir / "runpod.json").read_text())
     assert summary["terminated"] is True and summary["state"] == "COMPLETED" and summary["cost_usd"] >= 0
     assert "cost so far $" in proc.stderr
@@ -139,15 +141,30 @@ def _assert_no_canary(tmp_path, output, fake, extra=()):
             assert CANARY not in json.dumps(body)
 
 
-def test_second_up_reuses_the_live_pod_by_name(fake, tmp_path):
+def test_a_kept_pod_is_taken_over_by_name_and_each_run_otherwise_gets_its_own(fake, tmp_path):
     fake.mode = "never_ready"
-    opts = _opts(tmp_path, keep=True, ready_timeout_s=0.5)
+    opts = _opts(tmp_path, keep=True, ready_timeout_s=0.5, name="gputrain-kept")
     with pytest.raises(RunPodError, match="not ready"):
         Up(opts).run()
     assert len(fake.live_pods()) == 1
+    said: list[str] = []
     with pytest.raises(RunPodError, match="not ready"):
-        Up(_opts(tmp_path, ready_timeout_s=0.5)).run()
-    assert fake.count("POST", "/v2/pods") == 1
+        Up(_opts(tmp_path, ready_timeout_s=0.5, name="gputrain-kept"), say=said.append).run()
+    assert fake.count("POST", "/v2/pods") == 1 and any("taking over pod" in line for line in said)
+    with pytest.raises(RunPodError, match="not ready"):
+        Up(_opts(tmp_path, ready_timeout_s=0.5)).run()  # no --name: a new pod, never the kept one
+    assert fake.count("POST", "/v2/pods") == 2
+
+
+def test_a_pod_owned_from_another_machine_is_not_taken_over(fake, tmp_path):
+    body = {"name": "gputrain-theirs", "image": "x", "gpu": {"id": "NVIDIA B200", "count": 8},
+            "env": {"GPUTRAIN_OWNER": "someone-elses-laptop/0badc0de"}}
+    with RunPodClient(CANARY, fake.base_url) as client:
+        pod = client.create_pod(body)
+        with pytest.raises(RunPodError, match="belongs to a run on 'someone-elses-laptop'"):
+            Up(_opts(tmp_path, name="gputrain-theirs")).run()
+        assert [p["id"] for p in fake.live_pods()] == [pod.id]
+        client.delete_pod(pod.id)
 
 
 def test_two_live_pods_with_our_name_are_an_error(fake, tmp_path):

@@ -11,7 +11,12 @@ Pods advance one state per ``GET /v2/pods/{id}``: PROVISIONING → STARTING → 
 still null for one poll → RUNNING with ``ssh.direct`` pointing at the loopback sshd. Faults are scripted:
 ``fail_next`` (any status, optional Retry-After, or a dropped connection), ``no_capacity`` (clouds or data
 centres refused with RunPod's capacity message) and ``mode`` ("normal", "error": the pod goes to ERROR,
-"never_ready": the pod stays STARTING).
+"never_ready": the pod stays STARTING). Each pod has a container log (``container_log``, served by the
+logs endpoint as Server-Sent Events); an ERROR pod's ends with :data:`ERROR_LOG_LINE`.
+
+The sshd can be made to misbehave like a network: :meth:`LoopbackSshd.drop_connections` cuts every open
+session, :meth:`LoopbackSshd.pause`/``resume`` stall new connections (SIGSTOP/SIGCONT of the listener),
+:meth:`LoopbackSshd.stop` kills it for good.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +44,7 @@ CAPACITY_DETAIL = (
     "There are no longer any instances available with the requested specifications. "
     "Please refresh and try again."
 )
+ERROR_LOG_LINE = "error: CUDA driver version is insufficient for CUDA runtime version (container exited 1)"
 _CUDA = re.compile(r"^\d+\.\d+$")
 _PORT = re.compile(r"^\d{1,5}/(tcp|udp|http)$")
 
@@ -209,6 +216,7 @@ class FakeRunPod:
             pod["gpu"] = {"id": body["gpu"]["id"], "count": body["gpu"].get("count", 1)}
         else:
             pod["cpu"] = {**body["cpu"], "memory": 2 * body["cpu"]["vcpuCount"]}
+        pod["_log"] = [f"{now} pulling image {pod['image']}", f"{now} container started"]
         with self.lock:
             self.pods[pod_id] = pod
             self.polls[pod_id] = 0
@@ -224,6 +232,7 @@ class FakeRunPod:
             pod["status"] = "STARTING"
         elif self.mode == "error":
             pod["status"], pod["actions"], pod["cost"] = "ERROR", ["start", "terminate"], 0.0
+            pod["_log"].append(ERROR_LOG_LINE)
         else:
             pod["status"], pod["actions"] = "RUNNING", ["stop", "restart", "terminate"]
             pod["startedAt"] = pod["startedAt"] or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -234,6 +243,11 @@ class FakeRunPod:
             )
             pod["runtime"] = {"uptime": n, "ports": [{"private": 22, "public": self.ssh_port if published
                                                       else None, "type": "tcp", "ip": self.ssh_host}]}
+
+
+def _public(pod: dict[str, Any]) -> dict[str, Any]:
+    """The API's view of a pod: without the fake's own bookkeeping (keys starting with ``_``)."""
+    return {k: v for k, v in pod.items() if not k.startswith("_")}
 
 
 def _problem(status: int, detail: str, errors: list[str] | None = None) -> dict[str, Any]:
@@ -319,9 +333,10 @@ class _Handler(BaseHTTPRequestHandler):
         pod_id, sub = m.group(1), m.group(2)
         if pod_id is None:
             if method == "GET":
-                send(200, {"pods": fake.live_pods()})
+                send(200, {"pods": [_public(p) for p in fake.live_pods()]})
             elif method == "POST":
-                send(*fake._create(body))
+                status, answer = fake._create(body)
+                send(status, _public(answer))
             else:
                 send(405, _problem(405, "The requested method is not allowed for this path."))
             return
@@ -338,8 +353,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             streaming = sub == "logs" and method == "GET"
             if streaming:
-                event = {"ts": pod["createdAt"], "source": "container", "line": "pod up"}
-                text = f"id: {pod['createdAt']}\ndata: {json.dumps(event)}\n\n".encode()
+                text = b"".join(
+                    f"id: {n}\ndata: {json.dumps({'ts': pod['createdAt'], 'source': 'container', 'line': line})}"
+                    f"\n\n".encode() for n, line in enumerate(pod["_log"]))
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -350,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             elif method == "GET" and sub is None:
                 fake._advance(pod)
-                send(200, pod)
+                send(200, _public(pod))
                 return
         if streaming:  # like the real API, the stream stays open for live lines (none come here)
             fake.closing.wait(30)
@@ -363,11 +379,12 @@ class LoopbackSshd:
     """Debian's sshd on 127.0.0.1:<free port> with a throw-away host key; logs in as the current user with
     whatever keys ``authorize`` was given. ``SetEnv PATH`` puts this interpreter first, as an image would."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
         self.root = root
         self.user = getpass.getuser()
         self.authorized = root / "authorized_keys"
         self.port = _free_port()
+        self.env = dict(env or {})
 
     @staticmethod
     def binary() -> str | None:
@@ -382,11 +399,12 @@ class LoopbackSshd:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
         self.authorized.touch(mode=0o600)
         path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        setenv = " ".join(f"{k}={v}" for k, v in {"PATH": path, **self.env}.items())
         config = self.root / "sshd_config"
         config.write_text(
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {self.root}/sshd.pid\n"
             f"AuthorizedKeysFile {self.authorized}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
-            f"KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSetEnv PATH={path}\n"
+            f"KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSetEnv {setenv}\n"
             f"Subsystem sftp internal-sftp\nLogLevel ERROR\n"
         )
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
@@ -407,8 +425,52 @@ class LoopbackSshd:
             fh.write(public_key.strip() + "\n")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+        """Kill the listener and every session it started (idempotent)."""
+        self.resume()
+        self.drop_connections()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def _session_pids(self) -> list[int]:
+        """The sshd processes under the listener (one or two per open connection); not the user's own."""
+        parents: dict[int, int] = {}
+        names: dict[int, str] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            names[int(entry.name)] = comm
+        found, frontier = [], [self.proc.pid]
+        while frontier:
+            parent = frontier.pop()
+            for pid, ppid in parents.items():
+                if ppid == parent and names[pid].startswith("sshd"):
+                    found.append(pid)
+                    frontier.append(pid)
+        return found
+
+    def drop_connections(self) -> None:
+        """Cut every open ssh session, as a dropped network would (the pod's processes keep running)."""
+        for pid in self._session_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def pause(self) -> None:
+        """New connections hang (the listener is stopped): a pod that is unreachable for a while."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
 
 def _free_port() -> int:

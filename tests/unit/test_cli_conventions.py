@@ -55,7 +55,8 @@ USER_ERRORS = [
     ("unknown preset", ["plan", "bd3lm_gsm8k", "--gpu", "H200", "--preset", "agressive"], {},
      "did you mean aggressive?"),
     ("unknown target", ["plan", SELFTEST, "--gpu", "cpu", "--target", "dokcer"], {}, "did you mean docker?"),
-    ("plan does not fit", ["plan", "bd3lm_gsm8k", "--gpu", "RTX-4090", "--gpus", "1"], {}, "GiB per GPU on RTX-4090"),
+    ("plan does not fit", ["plan", "bd3lm_gsm8k", "--gpu", "RTX-4090", "--gpus", "1",
+                           "--set", "train.batch_size=4096"], {}, "GiB per GPU on RTX-4090"),
     ("bad --set", ["plan", SELFTEST, "--gpu", "cpu", "--set", "train.batch_size"], {}, "expected a.b.c=value"),
     ("bad flag", ["plan", SELFTEST, "--gpux", "3"], {}, "No such option: --gpux"),
     ("bad flag value", ["plan", SELFTEST, "--gpu", "cpu", "--gpus", "-2"], {}, "--gpus"),
@@ -113,7 +114,8 @@ def test_json_stays_json_on_errors(env: dict[str, str], tmp_path: Path, case: st
 
 
 def test_plan_json_of_a_config_that_does_not_fit_is_json(env: dict[str, str]) -> None:
-    proc = cli(env, "plan", "bd3lm_gsm8k", "--gpu", "RTX-4090", "--gpus", "1", "--json")
+    proc = cli(env, "plan", "bd3lm_gsm8k", "--gpu", "RTX-4090", "--gpus", "1", "--set", "train.batch_size=4096",
+               "--json")
     assert proc.returncode == 2
     assert json.loads(proc.stdout) == {"error": {"message": json.loads(proc.stdout)["error"]["message"],
                                                  "kind": "plan", "exit_code": 2}}

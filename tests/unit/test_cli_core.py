@@ -99,9 +99,9 @@ def test_compare_lists_gpu_types() -> None:
     proc = gputrain("plan", str(RECIPES / "gdpo_deepscaler.yaml"), "--gpu", "B200", "--gpus", "4", "--compare",
                     "--json")
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)
+    rows = json.loads(proc.stdout)["rows"]
     assert rows[0]["gpu"] == "B200-192GB"
-    by_gpu = {r["gpu"]: r for r in rows}
+    by_gpu = {r["gpu"]: r for r in rows if r["where"] == "cloud"}
     assert by_gpu["V100-32GB"]["precision"] == "fp16" and by_gpu["H100-80GB"]["precision"] == "bf16"
     assert by_gpu["RTX-4090"]["fits"] is False
 

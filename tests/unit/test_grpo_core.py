@@ -40,7 +40,7 @@ def test_batch_sizes_default_and_b200_table() -> None:
 
 def test_completion_mask_stops_after_first_eos() -> None:
     ids = torch.tensor([[5, 6, 1, 7, 1], [5, 5, 5, 5, 5], [1, 9, 9, 9, 9]])
-    mask, truncated = completion_masks(ids, eos_id=1)
+    mask, truncated = completion_masks(ids, eos_ids=1)
     assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
     assert truncated.tolist() == [False, True, False]
 

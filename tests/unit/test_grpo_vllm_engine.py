@@ -63,7 +63,7 @@ def test_token_lists_give_hf_padding_and_first_eos_mask() -> None:
         [3, EOS, 6, 6, 6],  # EOS mid-sequence: later tokens are masked and become padding
         [2, 2, 2, 2],  # no EOS: truncated, whole row kept
     ]
-    roll = rollout_from_token_ids(prompts, completions, eos_id=EOS, pad_id=PAD, decode=_decode)
+    roll = rollout_from_token_ids(prompts, completions, eos_ids=EOS, pad_id=PAD, decode=_decode)
     assert roll.prompt_ids.tolist() == [[7, 8, 9], [PAD, PAD, 5], [PAD, 4, 4]]
     assert roll.prompt_mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 1, 1]]
     assert roll.completion_ids.tolist() == [[3, 4, EOS, PAD, PAD], [3, EOS, PAD, PAD, PAD], [2, 2, 2, 2, PAD]]
@@ -75,24 +75,24 @@ def test_token_lists_give_hf_padding_and_first_eos_mask() -> None:
 
 def test_mask_matches_completion_masks_on_full_width_rows() -> None:
     rows = [[5, 6, EOS, 7, EOS], [5, 5, 5, 5, 5], [EOS, 9, 9, 9, 9]]
-    roll = rollout_from_token_ids([[2]] * 3, rows, eos_id=EOS, pad_id=PAD, decode=_decode)
+    roll = rollout_from_token_ids([[2]] * 3, rows, eos_ids=EOS, pad_id=PAD, decode=_decode)
     mask, truncated = completion_masks(torch.tensor(rows), EOS)
     assert torch.equal(roll.completion_mask, mask)
     assert torch.equal(roll.truncated, truncated)
 
 
 def test_empty_completion_is_an_immediate_eos_like_hf() -> None:
-    roll = rollout_from_token_ids([[3, 4], [5]], [[], [6, 7]], eos_id=EOS, pad_id=PAD, decode=_decode)
+    roll = rollout_from_token_ids([[3, 4], [5]], [[], [6, 7]], eos_ids=EOS, pad_id=PAD, decode=_decode)
     assert roll.completion_ids.tolist() == [[EOS, PAD], [6, 7]]
     assert roll.completion_mask.tolist() == [[1, 0], [1, 1]]
     assert roll.truncated.tolist() == [False, True]
-    alone = rollout_from_token_ids([[3]], [[]], eos_id=EOS, pad_id=PAD, decode=_decode)
+    alone = rollout_from_token_ids([[3]], [[]], eos_ids=EOS, pad_id=PAD, decode=_decode)
     assert alone.completion_ids.tolist() == [[EOS]] and alone.completion_mask.tolist() == [[1]]
 
 
 def test_padding_equal_to_eos_never_counts_as_an_eos() -> None:
     """Tokenizers without a pad token pad with EOS (policy.load_tokenizer): a short row stays truncated."""
-    roll = rollout_from_token_ids([[3], [3]], [[6, 6, 6, 6], [6, 6]], eos_id=EOS, pad_id=EOS, decode=_decode)
+    roll = rollout_from_token_ids([[3], [3]], [[6, 6, 6, 6], [6, 6]], eos_ids=EOS, pad_id=EOS, decode=_decode)
     assert roll.completion_mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
     assert roll.truncated.tolist() == [True, True]
     assert roll.completion_ids.tolist() == [[6, 6, 6, 6], [6, 6, EOS, EOS]]
@@ -100,7 +100,7 @@ def test_padding_equal_to_eos_never_counts_as_an_eos() -> None:
 
 def test_mismatched_lengths_are_refused() -> None:
     with pytest.raises(ValueError, match="2 prompts for 1 completions"):
-        rollout_from_token_ids([[1], [2]], [[3]], eos_id=EOS, pad_id=PAD, decode=_decode)
+        rollout_from_token_ids([[1], [2]], [[3]], eos_ids=EOS, pad_id=PAD, decode=_decode)
 
 
 def test_prompts_are_padded_like_the_tokenizer_pads_them() -> None:
@@ -108,7 +108,7 @@ def test_prompts_are_padded_like_the_tokenizer_pads_them() -> None:
     texts = ["def f(x):", "assert f(2) == 3\n", "x"]
     ids, mask = tokenize_prompts(tok, texts, max_len=6, device=CPU)  # truncates the long one on the left
     lists = [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
-    roll = rollout_from_token_ids(lists, [[EOS]] * 3, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id, decode=_decode)
+    roll = rollout_from_token_ids(lists, [[EOS]] * 3, eos_ids=tok.eos_token_id, pad_id=tok.pad_token_id, decode=_decode)
     assert torch.equal(roll.prompt_ids, ids) and torch.equal(roll.prompt_mask, mask)
 
 
@@ -127,7 +127,7 @@ def test_hf_generate_rollout_rebuilt_from_token_lists_is_identical() -> None:
         rebuilt = rollout_from_token_ids(
             prompt_lists,
             completion_lists,
-            eos_id=tok.eos_token_id,
+            eos_ids=tok.eos_token_id,
             pad_id=tok.pad_token_id,
             decode=lambda t: tok.batch_decode(t, skip_special_tokens=True),
         )
@@ -301,22 +301,25 @@ def test_importing_the_engine_module_does_not_import_vllm() -> None:
 
 
 def test_sampling_keywords_follow_hf_sampling() -> None:
-    assert sampling_kwargs(temperature=0.9, top_p=0.95, top_k=20, max_tokens=256, eos_id=7) == {
+    assert sampling_kwargs(temperature=0.9, top_p=0.95, top_k=20, max_tokens=256, eos_ids=7) == {
         "n": 1,
         "temperature": 0.9,
         "top_p": 0.95,
         "top_k": 20,
         "max_tokens": 256,
         "stop_token_ids": [7],
-        "ignore_eos": True,  # only the tokenizer's EOS stops, not the checkpoint's generation-config EOS ids
+        "ignore_eos": True,  # exactly the run's stop ids, never vLLM's own EOS bookkeeping
         "detokenize": False,
+        "logprobs": 0,  # the sampled token's log-prob, for the IS correction
     }
-    greedy = sampling_kwargs(temperature=0.0, top_p=0.5, top_k=5, max_tokens=8, eos_id=7)
+    two = sampling_kwargs(temperature=1.0, top_p=1.0, top_k=None, max_tokens=8, eos_ids=[7, 9])
+    assert two["stop_token_ids"] == [7, 9]
+    greedy = sampling_kwargs(temperature=0.0, top_p=0.5, top_k=5, max_tokens=8, eos_ids=7)
     assert (greedy["temperature"], greedy["top_p"], greedy["top_k"]) == (0.0, 1.0, -1)
-    assert sampling_kwargs(temperature=1.0, top_p=1.0, top_k=None, max_tokens=8, eos_id=7)["top_k"] == -1
-    grouped = sampling_kwargs(temperature=1.0, top_p=1.0, top_k=None, max_tokens=8, eos_id=7, n=8, seed=3)
+    assert sampling_kwargs(temperature=1.0, top_p=1.0, top_k=None, max_tokens=8, eos_ids=7)["top_k"] == -1
+    grouped = sampling_kwargs(temperature=1.0, top_p=1.0, top_k=None, max_tokens=8, eos_ids=7, n=8, seed=3)
     assert (grouped["n"], grouped["seed"]) == (8, 3)
-    assert "seed" not in sampling_kwargs(temperature=1.0, top_p=1.0, top_k=None, max_tokens=8, eos_id=7)
+    assert "seed" not in sampling_kwargs(temperature=1.0, top_p=1.0, top_k=None, max_tokens=8, eos_ids=7)
 
 
 def test_engine_keywords_are_colocated_and_drop_only_optional_unknowns() -> None:
@@ -333,12 +336,14 @@ def test_engine_keywords_are_colocated_and_drop_only_optional_unknowns() -> None
         "distributed_executor_backend": "external_launcher",
         "enable_sleep_mode": True,
         "generation_config": "vllm",
+        "logprobs_mode": "processed_logprobs",
     }
     assert notes == []
-    old = set(kwargs) - {"enable_sleep_mode", "generation_config"}
+    old = set(kwargs) - {"enable_sleep_mode", "generation_config", "logprobs_mode"}
     kwargs, notes = llm_kwargs("m", precision="bf16", sleep_mode=True, supported=old, **common)
     assert kwargs["dtype"] == "bfloat16" and "enable_sleep_mode" not in kwargs and "generation_config" not in kwargs
-    assert notes == ["sleep mode not supported by this vLLM: the engine stays awake while training"]
+    assert notes == ["sleep mode not supported by this vLLM: the engine stays awake while training",
+                     "no logprobs_mode in this vLLM: its log-probs are raw, the IS correction is off"]
     with pytest.raises(GputrainError, match="distributed_executor_backend"):
         llm_kwargs("m", precision="bf16", sleep_mode=False, supported=old - {"distributed_executor_backend"}, **common)
     with pytest.raises(GputrainError, match="unknown precision"):

@@ -83,9 +83,9 @@ def test_scorer_returns_one_row_per_completion_in_reward_order() -> None:
     rows = [GSM, GSM, BOXED, GSM, GSM]
     assert scorer(completions, rows) == [
         [1.0, 1.0, 1.0, 1.0],
-        [0.0, 1.0, 1.0, 1.0],
+        [0.0, 1.0, 1.0, 0.0],  # short but wrong: the length reward is gated on correctness
         [1.0, 1.0, 0.0, 1.0],
-        [0.0, 0.0, 0.0, 1.0],
+        [0.0, 0.0, 0.0, 0.0],  # the empty completion earns nothing
         [0.0, 0.0, 0.0, 0.0],
     ]
 

@@ -33,7 +33,10 @@ def test_reference_solutions_earn_every_reward_and_length_counts_policy_tokens(t
     assert all(s[:3] == [1.0, 1.0, 1.0] for s in scores)
     # "a + b = c\n#### c" is more than 3 BPE tokens of the tiny tokenizer: over budget, less than 1.
     assert all(0.0 <= s[3] < 1.0 for s in scores)
-    assert task.score(["#### 1"], [task.train_rows[0]])[0][3] == 1.0
+    gold = task.train_rows[0]["answer"]
+    assert task.score([f"#### {gold}"], [task.train_rows[0]])[0][3] == 1.0
+    # a short wrong answer earns no length reward (length_gate: correctness, the default)
+    assert task.score([f"#### {int(gold) + 1}"], [task.train_rows[0]])[0][3] == 0.0
 
 
 def test_entry_default_rewards_apply_when_the_recipe_lists_none(tmp_path: Path) -> None:

@@ -52,10 +52,11 @@ def test_bf16_demanded_on_v100_is_an_error() -> None:
         make_plan(BASE, gpu="V100", gpus_per_node=1, overrides=["train.precision=bf16"])
 
 
-def test_attention_falls_back_to_sdpa_without_flash_attn() -> None:
+def test_attention_follows_the_gpu_not_this_machines_packages() -> None:
     plan = make_plan(BASE, gpu="H100", gpus_per_node=1, overrides=["train.attention=flash"])
-    assert plan.attention == "sdpa"
-    assert any("flash" in w for w in plan.warnings)
+    assert plan.attention == "flash"  # the node must have flash-attn; this machine's packages do not matter
+    v100 = make_plan(BASE, gpu="V100", gpus_per_node=1, overrides=["train.attention=flash"])
+    assert v100.attention == "sdpa" and any("predates Ampere" in w for w in v100.warnings)
     assert make_plan(BASE, gpu="V100", gpus_per_node=1).attention == "sdpa"
 
 
@@ -105,8 +106,10 @@ def test_supercloud_cluster_gives_v100_fp16_two_gpus() -> None:
     assert plan.precision == "fp16"
     assert plan.recipe.train.batch_size == 4
     assert plan.global_batch_size == 8
-    three = make_plan(RECIPES / "grpo_code_mbpp.yaml", cluster="supercloud", overrides=["model.size=3B"])
+    three = make_plan(RECIPES / "grpo_code_mbpp.yaml", cluster="supercloud", overrides=["model.size=3B"],
+                      check_memory=False)
     assert three.recipe.train.batch_size == 2 and three.global_batch_size == 4
+    assert not three.estimate.fits  # the guide: 3B on 2x V100 needs "aggressive optimization"
 
 
 def test_memory_that_cannot_fit_is_an_error() -> None:
@@ -119,7 +122,7 @@ def test_estimates_are_consistent() -> None:
     est = plan.estimate
     assert est.total_steps == 100
     assert est.step_seconds is not None and est.total_hours is not None and est.cost_usd is not None
-    assert est.total_hours == pytest.approx(est.step_seconds * 100 / 3600)
+    assert est.total_hours == pytest.approx((est.step_seconds * 100 + est.overhead_seconds) / 3600)
     assert est.cost_usd == pytest.approx(est.total_hours * 2 * plan.gpu.price_usd_hour)
     bigger = make_plan(BASE, gpu="H100", gpus_per_node=2, overrides=["train.batch_size=64"])
     assert bigger.estimate.memory_gib_per_gpu > est.memory_gib_per_gpu

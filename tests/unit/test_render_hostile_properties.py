@@ -125,7 +125,9 @@ def _set(data: dict[str, Any], field: tuple[str, ...], value: str) -> None:
 #: Checked with ``bash -n`` only: the image's entry script starts sshd and waits (it has no recipe value
 #: outside a comment, and its comment holds only the validated recipe name).
 NOT_EXECUTED = ("run.sh",)
-BENIGN_CLUSTER = {"gpus_per_node": 1, "setup": ["true"]}  # set-up lines make the job use `python` from PATH
+# `python: python` makes the job run the stub `python` from PATH (by default it is the submitting interpreter's
+# absolute path, which would start a real training for every example).
+BENIGN_CLUSTER = {"gpus_per_node": 1, "setup": ["true"], "python": "python"}
 
 
 def _run_scripts(work: Path, files: dict[str, str]) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gputrain.backends.runpod.pods import Pod, cost_so_far, create_body, pod_name
+from gputrain.backends.runpod.billing import billed_cost
+from gputrain.backends.runpod.pods import Pod, create_body, pod_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from runpod_fake import CREATE_POD_FIELDS, validate
@@ -44,4 +45,20 @@ def test_pod_from_api_reads_direct_ssh_and_cost():
     assert pod.ready_for_ssh and pod.ssh_direct.port == 4242 and pod.gpu_count == 2
     unpublished = Pod.from_api({"id": "p", "status": "RUNNING", "ssh": {"proxy": None, "direct": None}})
     assert not unpublished.ready_for_ssh
-    assert abs(cost_so_far(pod, 0.0, 3600.0) - 2.5) < 1e-9
+    cost, uptime = billed_cost(pod.cost_per_hour, None, 1000.0, 1000.0 + 1800)
+    assert (cost, uptime) == (1.25, 1800.0)
+
+
+def test_billed_cost_counts_from_the_pods_creation_not_the_training():
+    # created at 12:00:00 by the API's clock; our own record says 12:00:30; terminated at 13:00:00
+    created = "2026-03-13T12:00:00Z"
+    start = 1773403200.0  # 2026-03-13T12:00:00Z
+    cost, uptime = billed_cost(3.0, created, start + 30, start + 3600)
+    assert uptime == 3600.0 and abs(cost - 3.0) < 1e-9
+    assert billed_cost(3.0, "garbled", start, start + 1200) == (1.0, 1200.0)
+
+
+def test_pod_owner_label_comes_from_its_env():
+    pod = Pod.from_api({"id": "p", "status": "RUNNING", "env": {"GPUTRAIN_OWNER": "laptop/1a2b3c4d"}})
+    assert pod.owner == "laptop/1a2b3c4d"
+    assert Pod.from_api({"id": "p", "status": "RUNNING", "env": {}}).owner is None

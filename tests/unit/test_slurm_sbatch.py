@@ -111,7 +111,9 @@ def test_inputs_here_gathers_the_moment_and_the_interpreter(recipe: Path, tmp_pa
     plan = _plan(recipe, cluster="testbed", gpu="cpu")
     here = SbatchInputs.here(plan, logs_dir="/l", stamp="S")
     assert (here.workdir, here.stamp, here.python) == (os.getcwd(), "S", sys.executable)
-    assert SbatchInputs.here(_plan(recipe, cluster="supercloud")).python == "python"  # set-up lines load one
+    # the submitting environment's interpreter even where set-up lines load a module (#20): that is where
+    # gputrain and its training extras are installed
+    assert SbatchInputs.here(_plan(recipe, cluster="supercloud")).python == sys.executable
 
 
 def test_an_unsafe_input_is_refused(recipe: Path) -> None:

@@ -17,6 +17,7 @@ from gputrain.registry.store import FINAL_STATES, JobRegistry
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
+    from gputrain.registry.store import JobRecord
 
 
 class RunPodBackend(Backend):
@@ -48,6 +49,23 @@ class RunPodBackend(Backend):
         except GputrainError as exc:
             return f"RunPod not asked: {exc.message}"
         return ", ".join(f"pod {p.id} {p.status}" for p in pods) or "no live pod"
+
+    def refresh(self, records: list[JobRecord]) -> list[JobRecord]:
+        """Unfinished RunPod records with their cost so far (billed rate × uptime), not stored."""
+        import dataclasses
+        import time
+
+        from gputrain.backends.runpod.billing import live_cost
+
+        now = time.time()
+        out = []
+        for rec in records:
+            if rec.backend == self.name and rec.state not in FINAL_STATES:
+                cost = live_cost(rec.extra, now)
+                if cost is not None:
+                    rec = dataclasses.replace(rec, extra={**rec.extra, "cost_usd": round(cost, 4)})
+            out.append(rec)
+        return out
 
     def cancel(self, job_id: str) -> str:
         """Terminate the job's pods (a pod bills until then); the registry records CANCELLED."""

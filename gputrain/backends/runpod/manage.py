@@ -1,23 +1,28 @@
 """``runpod list/status/down/logs``: the registry says which pods are ours, the API says how they are.
 
 ``down --all`` also finds orphans: live pods named ``gputrain-*`` that the registry forgot (another machine,
-a deleted registry), because a forgotten pod is still billing.
+a deleted registry), because a forgotten pod is still billing. ``down NAME`` of a run whose ``up`` is still
+alive asks that process to stop (it salvages and terminates); of a run nobody drives any more (the laptop
+was closed), it salvages the run's job folder first, then terminates.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputrain.backends.runpod.api import RunPodClient, RunPodNotFound, load_api_key
-from gputrain.backends.runpod.pods import NAME_PREFIX, Pod, cost_so_far
+from gputrain.backends.runpod.billing import billed_cost
+from gputrain.backends.runpod.pods import NAME_PREFIX, Pod
 from gputrain.backends.runpod.ssh import PodShell, forget_key, state_dir
 from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import RunPodError, RunPodUsageError
 
 if TYPE_CHECKING:
+    from gputrain.backends.runpod.owner import PodLock
     from gputrain.registry.store import JobRegistry
 
 FINAL = ENDED_STATES
@@ -78,16 +83,21 @@ def status_lines(ref: str) -> list[str]:
     if record is not None:
         lines += [f"job:      {record.state} (exit {record.exit_code})", f"job dir:  {record.job_dir}"]
         cost = record.extra.get("cost_usd")
-        if cost is not None:
-            lines.append(f"cost:     ${cost:.2f} (at ${record.extra.get('cost_per_hour_usd', 0):.2f}/h)")
+        if cost is not None and not pods:
+            lines.append(f"cost:     ${cost:.2f} (billed ${record.extra.get('cost_per_hour_usd', 0):.2f}/h × "
+                         f"{float(record.extra.get('uptime_s') or 0) / 60:.1f} min)")
+        if record.extra.get("reason"):
+            lines.append(f"reason:   {record.extra['reason']}")
     if not pods:
         lines.append("pod:      none live")
         return lines
     for pod in pods:
-        spent = cost_so_far(pod, time.monotonic(), time.monotonic())
+        created = float(record.extra.get("created_wall") or time.time()) if record is not None else time.time()
+        rate = max(pod.cost_per_hour, float(record.extra.get("cost_per_hour_usd") or 0) if record else 0.0)
+        spent, uptime = billed_cost(rate, pod.created_at, created, time.time())
         lines += [f"pod:      {pod.id} {pod.status} on {pod.gpu_count} x {pod.gpu_id or 'cpu'} "
                   f"({pod.cloud}, {pod.data_center or 'any'})",
-                  f"cost:     ${pod.cost_per_hour:.2f}/h, ${spent:.2f} since it started"]
+                  f"cost:     ${spent:.2f} so far (billed ${rate:.2f}/h × {uptime / 60:.1f} min up)"]
         if pod.ssh_problem:
             lines.append(f"ssh:      refused: {pod.ssh_problem}")
         if pod.ssh_direct is not None:
@@ -123,12 +133,75 @@ def _mark_down(name: str) -> None:
     forget_key(name)
 
 
-def down_one(ref: str) -> list[str]:
+def down_one(ref: str, salvage_s: float = 300.0, wait_s: float = 600.0) -> list[str]:
+    """Terminate one run's pod; salvage first (or let its live ``up`` salvage and terminate)."""
+    from gputrain.backends.runpod.owner import PodLock
+    from gputrain.home import UnsafeNameError
+
     with _client() as client:
         name, pods = _resolve(client, ref)
-        out = list(_terminate(client, pods)) or [f"no live pod named {name}; nothing to terminate"]
-    _mark_down(name)
-    return out
+    lock: PodLock | None
+    try:
+        lock = PodLock(name)
+    except UnsafeNameError:  # not a plain name: never ours, nothing to lock
+        lock = None
+    if lock is not None and pods and not lock.acquire("down"):
+        return _stop_live_driver(name, lock, wait_s)
+    try:
+        out: list[str] = []
+        record = _registry().find(name)
+        if pods and record is not None and record.backend == "runpod" and record.extra.get("training_started"):
+            out += _salvage_for_down(record, pods[0], salvage_s)
+        with _client() as client:
+            out += list(_terminate(client, pods)) or [f"no live pod named {name}; nothing to terminate"]
+        _mark_down(name)
+        return out
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _stop_live_driver(name: str, lock: PodLock, wait_s: float) -> list[str]:
+    """SIGTERM the ``up``/``attach`` that drives ``name`` (same machine): it salvages and terminates."""
+    import os
+    import signal
+    import socket
+
+    holder = lock.holder() or {}
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or holder.get("host") != socket.gethostname():
+        raise RunPodError(f"pod {name} is driven by another run ({holder or 'unknown'}); stop that run instead")
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if lock.holder() is None:
+            return [f"asked the run driving {name} (pid {pid}) to stop; it salvaged and terminated the pod"]
+        time.sleep(0.5)
+    raise RunPodError(f"the run driving {name} (pid {pid}) did not finish within {wait_s:.0f} s")
+
+
+def _salvage_for_down(record: object, pod: Pod, salvage_s: float) -> list[str]:
+    """What ``down`` brings back of a run nobody drives any more, before it terminates the pod."""
+    from gputrain.backends.runpod.salvage import keep_container_log, salvage
+    from gputrain.errors import GputrainError
+    from gputrain.registry.store import JobRecord
+
+    assert isinstance(record, JobRecord)
+    said: list[str] = []
+    remote, key = record.extra.get("remote_dir"), _key_of(record.job_id)
+    if not record.job_dir or not isinstance(remote, str) or key is None or not key.exists():
+        return ["nothing salvaged: the run's folder or ssh key is not recorded here"]
+    job_dir = Path(record.job_dir)
+    try:
+        with _client() as client:
+            keep_container_log(client, pod.id, job_dir)
+        if pod.ssh_direct is None:
+            return [*said, f"nothing salvaged: pod {pod.id} publishes no ssh endpoint ({pod.status})"]
+        got = salvage(PodShell(pod.ssh_direct, key), f"{remote}/job", job_dir, salvage_s, said.append)
+        _registry().update(record.job_id, extra={"salvaged": got})
+        return [*said, f"salvaged into {job_dir}: {', '.join(got) or 'nothing'}"]
+    except GputrainError as exc:
+        return [*said, f"salvage failed: {exc.message}"]
 
 
 def down_all() -> list[str]:
@@ -143,21 +216,33 @@ def down_all() -> list[str]:
 
 
 def print_logs(ref: str, follow: bool = False, from_api: bool = False, poll_s: float = 1.0) -> None:
+    from gputrain.backends.runpod.salvage import CONTAINER_LOG
     from gputrain.logs.display import safe_lines, terminal_safe
 
+    registry = _registry()
+    record = registry.find(ref)
+    kept = Path(record.job_dir) / CONTAINER_LOG if record is not None and record.job_dir else None
     if from_api:
         with _client() as client:
             _, pods = _resolve(client, ref)
-            if not pods:
-                raise RunPodUsageError(f"no live pod for {ref} (see `gputrain runpod list`)")
-            for line in client.pod_logs(pods[0].id):
-                print(terminal_safe(line))
+            if pods:
+                for line in client.pod_logs(pods[0].id):
+                    print(terminal_safe(line))
+                return
+        if kept is None or not kept.is_file():
+            raise RunPodUsageError(f"no live pod for {ref} and no kept container log (see `gputrain runpod list`)")
+        print(safe_lines(kept.read_text(encoding="utf-8", errors="replace")), end="", flush=True)
         return
-    registry = _registry()
-    record = registry.get(ref)
+    if record is None:
+        record = registry.get(ref)
     if not record.job_dir:
         raise RunPodError(f"job {ref} has no job folder")
     path = Path(record.job_dir) / "training_output.log"
+    if not path.exists() and kept is not None and kept.is_file() and not follow:
+        print(f"gputrain: no training log ({record.state}); the pod's container log, kept before it was "
+              "terminated:", file=sys.stderr)
+        print(safe_lines(kept.read_text(encoding="utf-8", errors="replace")), end="", flush=True)
+        return
     offset = 0
     while True:
         if path.exists():

@@ -1,7 +1,7 @@
 """Pods as gputrain sees them: the typed subset of the API's Pod object, the pod name and the create body.
 
-The pod name is deterministic (recipe, GPU, count, image and the resolved config), so running ``up`` twice
-finds the first pod instead of paying for a second one. Pure functions only; no HTTP here.
+The base of a pod name is deterministic (recipe, GPU, count, image and the resolved config); each run adds
+its own id (:mod:`gputrain.backends.runpod.owner`). Pure functions only; no HTTP here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from gputrain.errors import RunPodError
@@ -62,6 +61,8 @@ class Pod:
     started_at: str | None
     ssh_problem: str | None = None
     """Why the API's ssh endpoint was refused (it is then ``None``)."""
+    owner: str | None = None
+    """The ``GPUTRAIN_OWNER`` label in the pod's env: which run (``<host>/<run id>``) drives it."""
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Pod:
@@ -76,6 +77,8 @@ class Pod:
             except (RunPodError, ValueError, TypeError) as exc:
                 problem = str(exc)
         gpu = data.get("gpu") or {}
+        env = data.get("env")
+        owner = env.get("GPUTRAIN_OWNER") if isinstance(env, dict) else None
         return cls(
             id=str(data.get("id", "")),
             name=str(data.get("name", "")),
@@ -89,6 +92,7 @@ class Pod:
             created_at=data.get("createdAt"),
             started_at=data.get("startedAt"),
             ssh_problem=problem,
+            owner=str(owner)[:200] if owner else None,
         )
 
     @property
@@ -138,15 +142,3 @@ def create_body(
     if data_centers:
         body["dataCenterIds"] = list(data_centers)
     return body
-
-
-def cost_so_far(pod: Pod, started_monotonic: float, now_monotonic: float) -> float:
-    """USD spent: the pod's hourly ``cost`` × time since it started (or since we created it)."""
-    seconds = max(0.0, now_monotonic - started_monotonic)
-    if pod.started_at:
-        try:
-            started = datetime.fromisoformat(pod.started_at.replace("Z", "+00:00"))
-            seconds = max(seconds, (datetime.now(timezone.utc) - started).total_seconds())
-        except ValueError:
-            pass
-    return pod.cost_per_hour * seconds / 3600.0

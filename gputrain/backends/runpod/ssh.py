@@ -5,6 +5,9 @@ gets its own ed25519 key (its public half rides in the pod's ``PUBLIC_KEY``), ke
 ``$GPUTRAIN_HOME/runpod/<pod name>/`` so that ``up`` can reuse the pod and ``down`` can forget it. Host
 keys are accepted on first use into a per-pod known_hosts file: pods are short-lived and fresh each time.
 Copies use rsync when both ends have it, scp otherwise.
+
+ssh exits 255 when the connection fails or drops (its own errors); a command on the pod never gets to
+report that code through us, so 255 becomes :class:`SshConnectionLost` and never a training's exit code.
 """
 
 from __future__ import annotations
@@ -58,20 +61,38 @@ def forget_key(pod_name: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-class PodShell:
-    """ssh/rsync/scp invocations against one pod endpoint."""
+SSH_LOST = 255
+"""ssh's own failure code: the connection could not be made or dropped."""
 
-    def __init__(self, endpoint: SshEndpoint, key: Path, connect_timeout_s: int = 10) -> None:
+
+class SshConnectionLost(RunPodError):
+    """ssh exited 255: the pod could not be reached (or the connection dropped). Not the training's code."""
+
+
+class PodShell:
+    """ssh/rsync/scp invocations against one pod endpoint.
+
+    ``keepalive_s``: seconds between ssh keep-alive probes; three unanswered probes end a session, so a
+    dead connection is noticed within about ``3 × keepalive_s`` instead of hanging.
+    """
+
+    def __init__(self, endpoint: SshEndpoint, key: Path, connect_timeout_s: int = 10,
+                 keepalive_s: int = 15) -> None:
         self.endpoint = endpoint
         self.key = key
-        self.options = [
-            "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-            "-o", "StrictHostKeyChecking=accept-new",
-            "-o", f"UserKnownHostsFile={key.parent / 'known_hosts'}",
-            "-o", f"ConnectTimeout={connect_timeout_s}", "-o", "ServerAliveInterval=15",
-            "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR",
-        ]
+        self.connect_timeout_s = connect_timeout_s
+        self.keepalive_s = keepalive_s
         self.current: subprocess.Popen[bytes] | None = None
+
+    @property
+    def options(self) -> list[str]:
+        return [
+            "-i", str(self.key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=accept-new",
+            "-o", f"UserKnownHostsFile={self.key.parent / 'known_hosts'}",
+            "-o", f"ConnectTimeout={self.connect_timeout_s}", "-o", f"ServerAliveInterval={self.keepalive_s}",
+            "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR",
+        ]
 
     @property
     def target(self) -> str:
@@ -126,24 +147,53 @@ class PodShell:
         argv = self._copy_argv([str(s) for s in sources], f"{self.target}:{remote_dir}/", bwlimit_kbps, True)
         self._wait(argv, f"upload to {self.target}:{remote_dir}")
 
-    def download(self, remote_dir: str, local_dir: Path) -> None:
-        local_dir.mkdir(parents=True, exist_ok=True)
-        argv = self._copy_argv([f"{self.target}:{remote_dir}/."], f"{local_dir}/", None, False)
-        self._wait(argv, f"download from {self.target}:{remote_dir}")
+    def download(self, remote_dir: str, local_dir: Path, timeout_s: float | None = None) -> None:
+        self.download_paths([f"{remote_dir}/."], local_dir, timeout_s)
 
-    def run_checked(self, command: str, what: str) -> None:
+    def download_paths(self, remote_paths: list[str], local_dir: Path, timeout_s: float | None = None) -> None:
+        """Copy remote files/folders into ``local_dir``; a copy that does not finish in ``timeout_s`` is
+        stopped and raises (salvage has a time budget)."""
+        local_dir.mkdir(parents=True, exist_ok=True)
+        argv = self._copy_argv([f"{self.target}:{p}" for p in remote_paths], f"{local_dir}/", None, False)
+        self._wait(argv, f"download from {self.target}", timeout_s)
+
+    def run_checked(self, command: str, what: str, timeout_s: float | None = None) -> str:
+        """Run ``command`` and return its stdout; 255 raises :class:`SshConnectionLost`."""
         argv = self.ssh_argv(command)
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise SshConnectionLost(f"could not {what} on the pod: no answer within {timeout_s:.0f} s") from None
+        if proc.returncode == SSH_LOST:
+            raise SshConnectionLost(f"could not {what}: lost the ssh connection "
+                                    f"({(proc.stderr or '').strip()[:160] or 'ssh exit 255'})")
         if proc.returncode != 0:
             raise RunPodError(f"could not {what} on the pod: {(proc.stderr or '').strip()[:200]}")
+        return proc.stdout
 
-    def _wait(self, argv: list[str], what: str) -> None:
+    def _wait(self, argv: list[str], what: str, timeout_s: float | None = None) -> None:
         with self._child(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE) as proc:
-            _, err = proc.communicate()
+            try:
+                _, err = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise RunPodError(f"{what} did not finish within {timeout_s:.0f} s") from None
         if proc.returncode != 0:
             last = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or [""]
-            raise RunPodError(f"{what} failed (exit {proc.returncode}): {last[0][:200]}")
+            text = f"{what} failed (exit {proc.returncode}): {last[0][:200]}"
+            if proc.returncode == SSH_LOST or not self.check("true", timeout_s=self.connect_timeout_s + 5):
+                raise SshConnectionLost(text)
+            raise RunPodError(text)
+
+    def stream_bytes(self, command: str, on_chunk: Callable[[bytes], None]) -> int:
+        """Run ``command`` and pass its output on as it comes (bytes, so a caller can count an offset)."""
+        with self._child(self.ssh_argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL) as proc:
+            assert proc.stdout is not None
+            while chunk := os.read(proc.stdout.fileno(), 65536):
+                on_chunk(chunk)
+            return proc.wait()
 
     def stream(self, command: str, stdin_text: str, on_line: Callable[[str], None]) -> int:
         """Run ``command`` on the pod, feed ``stdin_text`` (secret exports) and pass each output line on."""

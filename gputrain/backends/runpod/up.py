@@ -1,32 +1,43 @@
 """``gputrain runpod up``: one command from recipe to downloaded results, never leaving a paid pod behind.
 
-Order: plan → job folder → pod (reused by name, or created with capacity fallbacks) → ready (RUNNING,
-``ssh.direct`` published, ``ssh true`` works, all within a deadline) → upload data, plan and launcher →
-run ``run_multigpu.sh`` with output streamed into ``training_output.log`` → download results → terminate.
-Everything after the plan sits in one try/finally; SIGINT and SIGTERM become an exception so the finally
-runs. A failed termination prints the pod id and the command that finishes the job.
+Order: plan → the run's own pod name (``<recipe/config base>-<run id>``; ``--name`` to choose one) and its
+lock (:mod:`~gputrain.backends.runpod.owner`) → job folder → pod (created with capacity fallbacks, or a
+kept pod of that name taken over) → ready (RUNNING, ``ssh.direct`` published, ``ssh true`` works, within a
+deadline) → upload data, plan, launcher → start the training detached on the pod
+(:mod:`~gputrain.backends.runpod.remote`) → follow it, reconnecting on drops → download, or salvage → keep
+the container log → terminate (:mod:`~gputrain.backends.runpod.session`). SIGINT/SIGTERM salvage and
+terminate; a second one skips the salvage. A failed termination prints the pod id and the command that
+finishes the job.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from gputrain.backends.runpod.api import RunPodCapacityError, RunPodClient, load_api_key
-from gputrain.backends.runpod.pods import Pod, cost_so_far, create_body, pod_name
-from gputrain.backends.runpod.ssh import PodShell, ensure_key, forget_key
-from gputrain.contract import jobstate
-from gputrain.errors import GputrainError, RunPodError, RunPodUsageError
+from gputrain.backends.runpod.owner import (
+    OWNER_ENV,
+    PodLock,
+    busy_error,
+    foreign_owner_error,
+    new_run_id,
+    owner_host,
+    owner_label,
+    run_pod_name,
+)
+from gputrain.backends.runpod.pods import Pod, create_body, pod_name
+from gputrain.backends.runpod.remote import DETACH_SCRIPT, STATE
+from gputrain.backends.runpod.session import Outcome, PodRun, RunSettings
+from gputrain.backends.runpod.ssh import PodShell, ensure_key
+from gputrain.errors import RunPodError, RunPodUsageError
 
 
 def forwarded_secrets(requested: list[str]) -> list[str]:
@@ -35,10 +46,6 @@ def forwarded_secrets(requested: list[str]) -> list[str]:
     from gputrain.recipe.schema import is_launcher_credential
 
     return [n for n in requested if n in os.environ and not is_launcher_credential(n)]
-
-
-class Interrupted(GputrainError):
-    exit_code = 130
 
 
 @dataclass
@@ -62,43 +69,28 @@ class UpOptions:
     remote_dir: str | None = None
     bwlimit_kbps: int | None = None
     name: str | None = None
-
-
-@contextmanager
-def _signals(up: Up) -> Iterator[None]:
-    """One handler for the whole run: SIGINT/SIGTERM raise :class:`Interrupted` (so the ``finally`` runs)
-    until clean-up starts; from then on a second Ctrl-C is noted, not obeyed, so the pod is not abandoned.
-    Keeping one handler installed throughout leaves no gap in which the default handler could fire."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if up.cleaning_up:
-            up.say("still terminating the pod; please wait")
-            return
-        raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    attach: bool = False
+    reconnect_s: float = 600.0
+    salvage_s: float = 300.0
+    stop_grace_s: float = 30.0
+    log_idle_s: float = 3.0
+    keepalive_s: int = 15
 
 
 class Up:
     def __init__(self, opts: UpOptions, say: Callable[[str], None] | None = None) -> None:
         self.opts = opts
         self.say = say or (lambda msg: print(f"gputrain: {msg}", file=sys.stderr, flush=True))
-        self.pod: Pod | None = None
-        self.cost_per_hour = 0.0
-        self.started = time.monotonic()
-        self.create_attempted = False
-        self.cleaning_up = False
+        self.run_id = new_run_id()
+        self.pod_run: PodRun | None = None
         self.deadline = time.monotonic()
 
     # -- the whole run --------------------------------------------------------------------------------
-    def run(self) -> int:
+    def go(self) -> Outcome:
+        """Plan, take the pod name, create the pod, train detached, follow, and always finish (see
+        :class:`~gputrain.backends.runpod.session.PodRun`). ``--attach`` follows a live run instead."""
         from gputrain.atomic import write_atomic
-        from gputrain.backends.runpod.bundle import image_cuda, render_bundle
+        from gputrain.backends.runpod.bundle import render_bundle
         from gputrain.home import safe_name
         from gputrain.planner import make_plan
         from gputrain.registry.store import JobRecord, JobRegistry
@@ -109,89 +101,105 @@ class Up:
         api_key = load_api_key()
         first = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                           overrides=opts.overrides, target="docker")
-        name = opts.name or pod_name(first.recipe.name, first.gpu.name, first.gpus_per_node, opts.image,
-                                     first.resolved_recipe_data())
-        remote = opts.remote_dir or f"/workspace/{name}"
-        overrides = list(opts.overrides)
-        if opts.data is not None:
-            if not opts.data.exists():
-                raise RunPodUsageError(f"--data {opts.data}: no such file or folder")
-            overrides.append(f"data.source={remote}/data/{opts.data.resolve().name}")
-        plan = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
-                         overrides=overrides, target="docker") if opts.data is not None else first
-        files = render_bundle(plan)
-
+        base = pod_name(first.recipe.name, first.gpu.name, first.gpus_per_node, opts.image,
+                        first.resolved_recipe_data())
         registry = JobRegistry()
-        record = registry.find(name)
-        # Continue the earlier job folder only while its pod may still be alive (kept, or not terminated).
-        if (record is not None and record.job_dir and Path(record.job_dir).is_dir()
-                and not record.extra.get("terminated", False)):
-            job_dir = Path(record.job_dir)
-        else:
+        if opts.attach:
+            from gputrain.backends.runpod.attach import attach, live_run_of
+
+            return attach(opts.name or live_run_of(registry, base), self.settings(), say=self.say)
+        name = opts.name or run_pod_name(base, self.run_id)
+        lock = PodLock(name)
+        if not lock.acquire(self.run_id):
+            raise busy_error(name, lock.holder())
+        try:
+            remote = f"{(opts.remote_dir or '/workspace').rstrip('/')}/{name}"
+            overrides = list(opts.overrides)
+            if opts.data is not None:
+                if not opts.data.exists():
+                    raise RunPodUsageError(f"--data {opts.data}: no such file or folder")
+                overrides.append(f"data.source={remote}/data/{opts.data.resolve().name}")
+            plan = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
+                             overrides=overrides, target="docker") if opts.data is not None else first
+            files = render_bundle(plan)
+            files[f"{STATE}/detach.sh"] = DETACH_SCRIPT
             stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
             job_dir = (opts.logs_dir / f"{plan.recipe.name}_job_{name}_{stamp}").resolve()
-            record = None
-        for fname in ("plan.json", "run_multigpu.sh"):
-            write_atomic(job_dir / fname, files[fname], 0o755 if fname.endswith(".sh") else 0o644)
-        extra = {"image": opts.image, "cloud": opts.cloud, "remote_dir": remote, "keep": opts.keep}
-        if record is None:
+            for fname in ("plan.json", "run_multigpu.sh", f"{STATE}/detach.sh"):
+                write_atomic(job_dir / fname, files[fname], 0o755 if fname.endswith(".sh") else 0o644)
+            extra = {"image": opts.image, "cloud": opts.cloud, "remote_dir": remote, "keep": opts.keep,
+                     "run_id": self.run_id, "owner": owner_label(self.run_id), "base_name": base}
             registry.add(JobRecord(
                 job_id=name, backend="runpod", name=name, recipe=plan.recipe.name,
                 recipe_path=str(opts.recipe_path), job_dir=str(job_dir), state="PENDING", gpu=plan.gpu.name,
                 gpus_per_node=plan.gpus_per_node, nodes=1, extra=extra,
             ))
-        else:
-            registry.update(name, state="PENDING", extra=extra)
-        key, public_key = ensure_key(name)
-
-        self.say(f"job {name}: {job_dir}")
-        state, rc = "FAILED", 1
-        client = RunPodClient(api_key)
-        with _signals(self):
+            key, public_key = ensure_key(name)
+            self.say(f"job {name}: {job_dir}")
+            run = self.pod_run = PodRun(RunPodClient(api_key), registry, name, job_dir, remote, self.settings(),
+                                    say=self.say)
             try:
-                cuda = image_cuda(files["Dockerfile"])
-                self.pod = self._get_or_create(client, name, plan, public_key, cuda)
-                registry.update(name, extra={"pod_id": self.pod.id})
-                endpoint = self._wait_ready(client)
-                shell = PodShell(endpoint, key)
-                shell.wait_until_ready(self.deadline)
-                registry.update(name, state="RUNNING")
-                sources = [job_dir / "plan.json", job_dir / "run_multigpu.sh"]
-                self.say(f"uploading plan and launcher to {endpoint.host}:{endpoint.port}:{remote}")
-                shell.upload(sources, remote, opts.bwlimit_kbps)
-                if opts.data is not None:
-                    self.say(f"uploading data {opts.data} to {remote}/data/")
-                    shell.upload([opts.data.resolve()], f"{remote}/data", opts.bwlimit_kbps)
-                rc = self._train(client, shell, plan, remote, job_dir)
-                self.say(f"training exited with {rc}; downloading results")
-                shell.download(f"{remote}/job", job_dir)
-                state = jobstate.end_state(rc, jobstate.markers_in(job_dir)).state
-            except Interrupted as exc:
-                rc = exc.exit_code
-                state = jobstate.end_state(rc, (), jobstate.BackendFacts(user_cancelled=True)).state
-                self.say(f"{exc}; cleaning up")
-                raise
+                return run.execute(lambda: self._body(run, plan, files, key, public_key, job_dir))
             finally:
-                self.cleaning_up = True
-                try:
-                    self._finish(client, registry, name, job_dir, state, rc)
-                finally:
-                    client.close()
-        return rc
+                run.client.close()
+        finally:
+            lock.release()
+
+    def run(self) -> int:
+        """The training's exit code (1 when it is unknown: LOST, or failed before the training ended)."""
+        outcome = self.go()
+        return outcome.exit_code if outcome.exit_code is not None else 1
+
+    def settings(self) -> RunSettings:
+        o = self.opts
+        return RunSettings(keep=o.keep, reconnect_s=o.reconnect_s, salvage_s=o.salvage_s,
+                           stop_grace_s=o.stop_grace_s, log_idle_s=o.log_idle_s, keepalive_s=o.keepalive_s)
+
+    def _body(self, run: PodRun, plan: Any, files: dict[str, str], key: Path, public_key: str,
+              job_dir: Path) -> int:
+        from gputrain.backends.runpod.bundle import image_cuda
+
+        opts = self.opts
+        run.pod = self._get_or_create(run, run.name, plan, public_key, image_cuda(files["Dockerfile"]))
+        run.cost_per_hour = max(run.cost_per_hour, run.pod.cost_per_hour)
+        run.registry.update(run.name, extra={"pod_id": run.pod.id, "created_wall": run.created_wall,
+                                             "cost_per_hour_usd": run.cost_per_hour, "live": True})
+        endpoint = self._wait_ready(run)
+        shell = run.shell = PodShell(endpoint, key, keepalive_s=opts.keepalive_s)
+        shell.wait_until_ready(self.deadline)
+        remote = run.remote
+        sources = [job_dir / "plan.json", job_dir / "run_multigpu.sh", job_dir / STATE]
+        self.say(f"uploading plan and launcher to {endpoint.host}:{endpoint.port}:{remote}")
+        shell.upload(sources, remote, opts.bwlimit_kbps)
+        if opts.data is not None:
+            self.say(f"uploading data {opts.data} to {remote}/data/")
+            shell.upload([opts.data.resolve()], f"{remote}/data", opts.bwlimit_kbps)
+        names = forwarded_secrets(list(plan.recipe.secrets))
+        self.say(f"secrets forwarded to the pod (by name): {', '.join(names) or 'none'}")
+        run.launch("".join(f"{n}={shlex.quote(os.environ[n])}\n" for n in names))
+        self.say("training started, detached on the pod (it keeps running if this connection drops; "
+                 f"`gputrain runpod attach {run.name}` follows it again)")
+        return run.follow_to_end()
 
     # -- steps ----------------------------------------------------------------------------------------
-    def _get_or_create(self, client: RunPodClient, name: str, plan: Any, public_key: str,
-                       cuda: str | None) -> Pod:
+    def _get_or_create(self, run: PodRun, name: str, plan: Any, public_key: str, cuda: str | None) -> Pod:
+        """A pod of this name that survives from an earlier run of this machine (``--keep``) is taken over
+        (this run holds the name's lock, so its old driver is gone); one owned from another machine is not."""
+        client = run.client
         existing = client.find_pods(name)
         if len(existing) > 1:
             ids = ", ".join(p.id for p in existing)
             raise RunPodError(f"{len(existing)} live pods are named {name} ({ids}); terminate the extra ones "
                               f"with `gputrain runpod down {name}` first")
         if existing:
-            self.say(f"reusing pod {existing[0].id} ({existing[0].status})")
+            label = existing[0].owner
+            if label and owner_host(label) != owner_host(owner_label(self.run_id)):
+                raise foreign_owner_error(name, label)
+            self.say(f"taking over pod {existing[0].id} ({existing[0].status}): no live run drives it")
             return existing[0]
         opts = self.opts
         env = {k: str(v) for k, v in plan.recipe.env.items()}
+        env[OWNER_ENV] = owner_label(self.run_id)
         ids = plan.gpu.runpod_ids
         if not plan.gpu.is_cpu and not ids:
             raise RunPodUsageError(f"GPU {plan.gpu.name} has no RunPod id in the catalog; pick another --gpu")
@@ -216,7 +224,7 @@ class Up:
                     body["cpu"] = {"id": opts.cpu_flavor, "vcpuCount": vcpus}
                 where = f"{cloud} cloud, data centre {dcs[0] if dcs else 'any'}"
                 self.say(f"creating pod {name}: {plan.gpus_per_node} x {plan.gpu.name} ({where})")
-                self.create_attempted = True
+                run.create_attempted = True
                 try:
                     pod = client.create_pod(body)
                 except RunPodCapacityError as exc:
@@ -224,7 +232,7 @@ class Up:
                     last = exc
                     self.say(f"no capacity in {where}")
                     continue
-                self.started = time.monotonic()
+                run.created_wall = time.time()
                 return pod
         assert last is not None
         hint = "" if opts.other_cloud else "; try --other-cloud"
@@ -234,15 +242,15 @@ class Up:
             f"{'; '.join(tried)}){hint}"
         )
 
-    def _wait_ready(self, client: RunPodClient) -> Any:
-        assert self.pod is not None
+    def _wait_ready(self, run: PodRun) -> Any:
+        assert run.pod is not None
         self.deadline = time.monotonic() + self.opts.ready_timeout_s
         while True:
-            pod = self.pod = client.get_pod(self.pod.id)
-            self.cost_per_hour = max(self.cost_per_hour, pod.cost_per_hour)
+            pod = run.pod = run.client.get_pod(run.pod.id)
+            run.cost_per_hour = max(run.cost_per_hour, pod.cost_per_hour)
             if pod.status in ("ERROR", "EXITED", "TERMINATED"):
-                raise RunPodError(f"pod {pod.id} went to {pod.status} while starting; see "
-                                  f"`gputrain runpod logs {pod.name}`")
+                raise RunPodError(f"pod {pod.id} went to {pod.status} while starting; its container log is "
+                                  f"kept: `gputrain runpod logs {pod.name} --pod`")
             direct = pod.ssh_direct
             if pod.status == "RUNNING" and pod.ssh_problem:
                 raise RunPodError(f"pod {pod.id}: {pod.ssh_problem}; not connecting")
@@ -253,70 +261,3 @@ class Up:
                 raise RunPodError(f"pod {pod.id} not ready within {self.opts.ready_timeout_s:.0f} s (status "
                                   f"{pod.status}, ssh.direct {'set' if pod.ssh_direct else 'not published'})")
             time.sleep(self.opts.poll_s)
-
-    def _train(self, client: RunPodClient, shell: PodShell, plan: Any, remote: str, job_dir: Path) -> int:
-        """Secrets travel as shell assignments on ssh's stdin: never in the pod's env, argv or a file."""
-        names = forwarded_secrets(list(plan.recipe.secrets))
-        self.say(f"secrets forwarded to the pod (by name): {', '.join(names) or 'none'}")
-        exports = "".join(f"{n}={shlex.quote(os.environ[n])}\n" for n in names)
-        command = (f"cd {shlex.quote(remote)} && set -a && eval \"$(cat)\" && set +a && "
-                   f"GPUTRAIN_JOB_DIR={shlex.quote(remote + '/job')} exec bash run_multigpu.sh")
-        last_cost = time.monotonic()
-        log = open(job_dir / "training_output.log", "a", encoding="utf-8")  # noqa: SIM115
-
-        def on_line(line: str) -> None:
-            nonlocal last_cost
-            log.write(line + "\n")
-            log.flush()
-            print(line, flush=True)
-            if time.monotonic() - last_cost >= 60:
-                last_cost = time.monotonic()
-                self.say(f"cost so far ${self.cost():.2f}")
-
-        try:
-            return shell.stream(command, exports, on_line)
-        finally:
-            log.close()
-
-    def cost(self) -> float:
-        if self.pod is None:
-            return 0.0
-        pod = self.pod if self.pod.cost_per_hour else Pod(**{**self.pod.__dict__, "cost_per_hour":
-                                                               self.cost_per_hour})
-        return cost_so_far(pod, self.started, time.monotonic())
-
-    def _finish(self, client: RunPodClient, registry: Any, name: str, job_dir: Path, state: str,
-                rc: int) -> None:
-        from gputrain.atomic import write_atomic
-
-        cost = self.cost()
-        pods = [self.pod] if self.pod is not None else []
-        if not pods and self.create_attempted:
-            try:  # a create whose answer was lost may still have made a pod
-                pods = client.find_pods(name)
-            except RunPodError as exc:
-                self.say(f"could not check for a pod named {name}: {exc}")
-        terminated = True
-        if not self.opts.keep:
-            for pod in pods:
-                try:
-                    gone_now = client.delete_pod(pod.id)
-                    self.say(f"pod {pod.id} {'terminated' if gone_now else 'was already gone'}")
-                except RunPodError as exc:
-                    terminated = False
-                    self.say(f"error: could not terminate pod {pod.id}: {exc}")
-                    self.say(f"the pod is still billing; finish it with: gputrain runpod down {name}   "
-                             f"(or in RunPod's console: terminate pod {pod.id})")
-            if terminated:
-                forget_key(name)
-        elif pods:
-            self.say(f"--keep: pod {pods[0].id} left running; finish it with: gputrain runpod down {name}")
-        summary = {"pod_name": name, "pod_id": pods[0].id if pods else None, "state": state, "exit_code": rc,
-                   "cost_per_hour_usd": self.cost_per_hour, "cost_usd": round(cost, 4),
-                   "terminated": bool(pods) and terminated and not self.opts.keep}
-        self.say(f"{state}: cost so far ${cost:.2f} (${self.cost_per_hour:.2f}/h)")
-        import json
-
-        write_atomic(job_dir / "runpod.json", json.dumps(summary, indent=2) + "\n")
-        registry.update(name, state=state, exit_code=rc, extra={k: v for k, v in summary.items()
-                                                                 if k not in ("state", "exit_code")})

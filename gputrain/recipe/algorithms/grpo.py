@@ -35,6 +35,18 @@ class GRPOAlgorithm(BaseModel):
         description="auto: colocated vLLM when installed, on CUDA, with memory.vllm_gpu_memory_utilization "
         "set, else HF generate; hf: HF generate; vllm: vLLM or a clear error",
     )
+    prompt_format: Literal["auto", "chat", "raw"] = Field(
+        default="auto",
+        description="chat: the tokenizer's chat template (task prompt as the user turn); raw: the text as is; "
+        "auto: chat when the tokenizer has a template",
+    )
+    system_prompt: str | None = Field(default=None, description="system turn before each prompt (chat format)")
+    vllm_is_correction: bool = Field(
+        default=True,
+        description="vLLM rollouts: weight each token's policy gradient by min(exp(logp_old - logp_vllm), "
+        "vllm_is_cap) (TRL's truncated importance sampling)",
+    )
+    vllm_is_cap: float = Field(default=3.0, gt=1, description="upper bound of the vLLM importance weight")
     vllm_sleep_mode: bool = Field(
         default=False,
         description="vLLM sleep (level 2) while training, freeing its memory; where the vLLM version has it",
@@ -57,6 +69,9 @@ class GRPOAlgorithm(BaseModel):
     )
     epsilon_low: float = Field(default=0.2, gt=0, lt=1, description="ratio clip below: 1 - epsilon_low")
     epsilon_high: float = Field(default=0.2, gt=0, description="clip above: 1 + epsilon_high (DAPO 0.28)")
+    entropy_coeff: float = Field(
+        default=0.0, ge=0, description="entropy bonus: loss minus entropy_coeff × mean token entropy (verl)"
+    )
     mask_truncated_completions: bool = Field(
         default=False, description="drop completions that hit max_completion_length from the loss"
     )
@@ -70,7 +85,14 @@ class GRPOAlgorithm(BaseModel):
     multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
         default="sum_then_normalize", description="normalize_then_sum is GDPO"
     )
-    length_budget: int | None = Field(default=None, gt=0, description="token budget of a length reward")
+    length_budget: int | None = Field(
+        default=None, gt=0, description="token budget of a length reward; below max_completion_length"
+    )
+    length_gate: Literal["correctness", "format", "none"] = Field(
+        default="correctness",
+        description="the length reward pays only completions that are correct / well-formed (none: any, "
+        "the empty one included)",
+    )
 
     # Code reward (grpo_code)
     all_or_nothing: bool = Field(default=False, description="code reward 1 only when every assert passes")
@@ -90,6 +112,12 @@ class GRPOAlgorithm(BaseModel):
         if self.reward_weights is not None and self.rewards and len(self.reward_weights) != len(self.rewards):
             raise ValueError(
                 f"reward_weights has {len(self.reward_weights)} values for {len(self.rewards)} rewards"
+            )
+        if self.length_budget is not None and self.length_budget >= self.max_completion_length:
+            raise ValueError(
+                f"length_budget {self.length_budget} must be below max_completion_length "
+                f"{self.max_completion_length}: at or above it every completion is within budget and the "
+                "length reward carries no signal"
             )
         if self.train_batch_size is not None and self.ppo_mini_batch_size is not None:
             if self.ppo_mini_batch_size > self.train_batch_size:

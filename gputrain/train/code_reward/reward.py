@@ -103,8 +103,8 @@ def score_completions(
     return [d.reward for d in details]
 
 
-TASK_COLUMNS = ("task_id", "text", "tests", "test_list", "setup_code", "test_setup_code", "reference", "code",
-                "shown_test", "prompt_code", "judge_prelude")
+TASK_COLUMNS = ("task_id", "text", "tests", "test_list", "setup_code", "test_setup_code", "test_imports", "reference",
+                "code", "shown_test", "prompt_code", "judge_prelude", "entry_point")
 
 
 def trl_reward_function(*, all_or_nothing: bool = False, workers: int = 4,

@@ -7,13 +7,21 @@ column and hand them back to :func:`gputrain.train.code_reward.score_completions
   HumanEval: the whole ``check`` code), ``setup_code`` (runs before program and tests), ``reference``
   (gold program), ``shown_test`` (the assert shown in the prompt), ``prompt_code`` (code the completion
   continues, HumanEval/toy; "" for MBPP), ``judge_prelude`` (code only the judge runs: HumanEval's
-  prompt, which defines helpers such as ``poly`` that ``check`` calls).
+  prompt, which defines helpers such as ``poly`` that ``check`` calls), ``entry_point`` (the function the
+  tests call: HumanEval's field, MBPP's first called name in its first test; it picks the program out of
+  an answer with several code blocks).
+
+Setup the tests rely on comes with the task: MBPP's ``test_setup_code`` and sanitized MBPP's
+``test_imports`` (``import math`` for ``assert math.isclose(...)``) both become ``setup_code``, which the
+sandbox runs before the program and before the tests.
 
 MBPP's own keys (``text``, ``code``, ``test_list``, ``test_setup_code``) are accepted wherever a task is.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 from pathlib import Path
 from typing import Any, TypedDict
@@ -33,6 +41,27 @@ class CodeTask(TypedDict):
     shown_test: str
     prompt_code: str
     judge_prelude: str
+    entry_point: str
+
+
+def called_function(test: str) -> str:
+    """The first non-builtin function a test calls (``assert math.isclose(f(2), 1.0)`` → ``f``); "" if none."""
+    try:
+        tree = ast.parse(test)
+    except (SyntaxError, ValueError, RecursionError):
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not hasattr(builtins, node.func.id):
+            return node.func.id
+    return ""
+
+
+def _setup(raw: dict[str, Any]) -> str:
+    parts = [str(raw.get("setup_code", raw.get("test_setup_code", "")) or "")]
+    imports = raw.get("test_imports") or []
+    if isinstance(imports, list):
+        parts += [str(line) for line in imports if line]
+    return "\n".join(p for p in parts if p.strip())
 
 
 def normalize_task(raw: dict[str, Any], where: str = "task") -> CodeTask:
@@ -41,17 +70,21 @@ def normalize_task(raw: dict[str, Any], where: str = "task") -> CodeTask:
     if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
         raise GputrainError(f"{where}: needs a non-empty 'test_list' (or 'tests') of strings")
     text = raw.get("text", raw.get("prompt", ""))
+    imports = raw.get("test_imports", [])
+    if imports is not None and not (isinstance(imports, list) and all(isinstance(x, str) for x in imports)):
+        raise GputrainError(f"{where}: 'test_imports' must be a list of strings")
     if not isinstance(text, str):
         raise GputrainError(f"{where}: 'text' must be a string")
     return CodeTask(
         task_id=str(raw.get("task_id", where)),
         text=text,
         tests=list(tests),
-        setup_code=str(raw.get("setup_code", raw.get("test_setup_code", "")) or ""),
+        setup_code=_setup(raw),
         reference=str(raw.get("reference", raw.get("code", "")) or ""),
         shown_test=str(raw.get("shown_test", tests[0])),
         prompt_code=str(raw.get("prompt_code", "") or ""),
         judge_prelude=str(raw.get("judge_prelude", "") or ""),
+        entry_point=str(raw.get("entry_point") or called_function(tests[0])),
     )
 
 
@@ -83,9 +116,9 @@ def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
 
 
 def load_mbpp(source: str | Path = SAMPLE_MBPP, *, fmt: str = "auto", split: str | None = None,
-              limit: int | None = None) -> list[CodeTask]:
+              limit: int | None = None, revision: str | None = None) -> list[CodeTask]:
     """MBPP tasks from a local file (json/jsonl/parquet) or a hub name such as ``mbpp`` (needs network
-    or a warm cache; ``split`` defaults to ``test``)."""
+    or a warm cache; ``split`` defaults to ``test``; ``revision``: the pinned commit, if any)."""
     path = Path(source)
     if path.exists():
         rows = _read_rows(path, fmt)
@@ -94,7 +127,7 @@ def load_mbpp(source: str | Path = SAMPLE_MBPP, *, fmt: str = "auto", split: str
         try:
             import datasets
 
-            rows = [dict(r) for r in datasets.load_dataset(str(source), split=split or "test")]
+            rows = [dict(r) for r in datasets.load_dataset(str(source), split=split or "test", revision=revision)]
         except Exception as exc:  # the hub client raises many types (offline, missing split, ...)
             raise GputrainError(f"{source}: cannot load from the hub: {type(exc).__name__}: {exc}") from None
         label = str(source)
@@ -124,5 +157,6 @@ def load_humaneval(limit: int | None = None) -> list[CodeTask]:
             shown_test="",
             prompt_code=prompt,
             judge_prelude=prompt,
+            entry_point=problem["entry_point"],
         ))
     return tasks[:limit] if limit is not None else tasks

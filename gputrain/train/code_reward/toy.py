@@ -29,6 +29,7 @@ def toy_task(op: str, k: int) -> CodeTask:
     return CodeTask(
         task_id=f"toy/x{op}{k}", text=f"f(x) = x{op}{k}", tests=tests, setup_code="",
         reference=f"{prompt}{k}\n", shown_test=tests[0], prompt_code=prompt, judge_prelude="",
+        entry_point="f",
     )
 
 

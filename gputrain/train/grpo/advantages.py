@@ -19,6 +19,12 @@ Two aggregations:
 Standard deviations use Bessel's correction and ``eps`` defaults to 1e-4, as TRL does. NaN rewards mean
 "this reward function did not score this row": means and stds skip them; a row whose every component is NaN
 gets advantage 0.
+
+Statistics are float64 and a group without spread gives exactly 0, not rounding noise: in float32 the
+mean of eight 0.7s is not 0.7, ``(x − mean)/(0 + eps)`` turns that into ±1e-3, and GDPO's batch z-score of
+a batch of such groups divides it by its own tiny std, inflating it to advantages of order 1 (up to ±0.87
+seen) for rollouts that earned exactly the same as their siblings. So a component with no spread in a group
+contributes 0 to that group, and a group with no spread in any component gets 0 after the batch step too.
 """
 
 from __future__ import annotations
@@ -32,6 +38,14 @@ Aggregation = Literal["sum_then_normalize", "normalize_then_sum"]
 ScaleRewards = Literal["group", "batch", "none"]
 AGGREGATIONS: tuple[str, ...] = ("sum_then_normalize", "normalize_then_sum")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
+
+
+def _zero_spread(grouped: torch.Tensor) -> torch.Tensor:
+    """True per group (dim 1) where every scored value is the same (or fewer than two are scored)."""
+    valid = ~torch.isnan(grouped)
+    hi = torch.where(valid, grouped, torch.full_like(grouped, -torch.inf)).amax(dim=1)
+    lo = torch.where(valid, grouped, torch.full_like(grouped, torch.inf)).amin(dim=1)
+    return (hi <= lo) | (valid.sum(dim=1) < 2)
 
 
 def _nan_std(x: torch.Tensor, dim: int | None, unbiased: bool) -> torch.Tensor:
@@ -64,7 +78,7 @@ def compute_advantages(
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
     if scale_rewards not in SCALE_REWARDS:
         raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {scale_rewards!r}")
-    r = rewards.detach().to(torch.float32)
+    r = rewards.detach().to(torch.float64)
     if r.dim() == 1:
         r = r.unsqueeze(1)
     if r.dim() != 2:
@@ -72,7 +86,8 @@ def compute_advantages(
     b, k = r.shape
     if group_size < 1 or b % group_size != 0:
         raise ValueError(f"batch of {b} rollouts is not a whole number of groups of {group_size}")
-    w = torch.ones(k) if weights is None else torch.as_tensor(weights, dtype=torch.float32).flatten()
+    w = torch.ones(k, dtype=torch.float64) if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    w = w.flatten()
     if w.numel() != k:
         raise ValueError(f"{w.numel()} reward weights for {k} reward components")
     w = w.to(r.device)
@@ -83,7 +98,9 @@ def compute_advantages(
         total = (torch.nan_to_num(r, nan=0.0) * w).sum(dim=1)
         total = torch.where(unscorable, torch.full_like(total, float("nan")), total)
         g = total.view(-1, group_size)
+        flat = _zero_spread(g).unsqueeze(1).expand_as(g).flatten()
         centred = (g - torch.nanmean(g, dim=1, keepdim=True)).flatten()
+        centred = torch.where(flat, torch.zeros_like(centred), centred)
         if scale_rewards == "group":
             std = _nan_std(g, dim=1, unbiased=unbiased).expand_as(g).flatten()
             adv = centred / (std + eps)
@@ -94,11 +111,52 @@ def compute_advantages(
     else:
         mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
         std_k = _nan_std(grouped, dim=1, unbiased=unbiased)
-        per_k = ((grouped - mean_k) / (std_k + eps)).view(b, k)
+        flat_k = _zero_spread(grouped).unsqueeze(1)  # [groups, 1, K]
+        per_k = torch.where(flat_k, torch.zeros_like(grouped), (grouped - mean_k) / (std_k + eps))
+        per_k = torch.where(torch.isnan(grouped), grouped, per_k).view(b, k)
         summed = (torch.nan_to_num(per_k, nan=0.0) * w).sum(dim=1)
         summed = torch.where(unscorable, torch.full_like(summed, float("nan")), summed)
         adv = (summed - torch.nanmean(summed)) / (_nan_std(summed, dim=None, unbiased=unbiased) + eps)
-    return torch.nan_to_num(adv, nan=0.0)
+        flat = flat_k.squeeze(1).all(dim=1).unsqueeze(1).expand(-1, group_size).flatten()
+        adv = torch.where(flat, torch.zeros_like(adv), adv)
+    return torch.nan_to_num(adv, nan=0.0).to(torch.float32)
+
+
+def reward_statistics(
+    rewards: torch.Tensor, group_size: int, weights: Sequence[float], advantages: torch.Tensor, names: Sequence[str]
+) -> dict[str, float]:
+    """Per-step statistics of the global batch (float64, unscored values skipped), under TRL's metric names.
+
+    ``reward``/``reward_std``: the weighted sum over the rows with at least one scored component (a NaN
+    component counts 0 in the sum, as in the advantages; a row with none is left out). Per component:
+    ``rewards/<name>/mean``, ``/std`` and ``/frac_zero_std`` (groups where it has no spread).
+    ``frac_reward_zero_std``: groups whose summed reward has no spread (no learning signal from them).
+    ``advantages/mean`` and ``/std`` of the scored rows.
+    """
+    r = rewards.detach().to(torch.float64).cpu()
+    if r.dim() == 1:
+        r = r.unsqueeze(1)
+    scored = ~torch.isnan(r).all(dim=1)
+    w = torch.as_tensor(list(weights), dtype=torch.float64)
+    total = (torch.nan_to_num(r, nan=0.0) * w).sum(dim=1)
+    out: dict[str, float] = {}
+
+    def mean_std(x: torch.Tensor) -> tuple[float, float]:
+        x = x[~torch.isnan(x)]
+        if not x.numel():
+            return 0.0, 0.0
+        return float(x.mean()), float(x.std()) if x.numel() > 1 else 0.0
+
+    out["reward"], out["reward_std"] = mean_std(torch.where(scored, total, torch.full_like(total, torch.nan)))
+    masked_total = torch.where(scored, total, torch.full_like(total, torch.nan))
+    out["frac_reward_zero_std"] = float(_zero_spread(masked_total.view(-1, group_size)).double().mean())
+    for k, name in enumerate(names):
+        column = r[:, k]
+        out[f"rewards/{name}/mean"], out[f"rewards/{name}/std"] = mean_std(column)
+        out[f"rewards/{name}/frac_zero_std"] = float(_zero_spread(column.view(-1, group_size)).double().mean())
+    adv = advantages.detach().to(torch.float64).cpu().flatten()
+    out["advantages/mean"], out["advantages/std"] = mean_std(torch.where(scored, adv, torch.full_like(adv, torch.nan)))
+    return out
 
 
 def count_distinct_advantages(advantages: torch.Tensor, group_size: int | None = None, decimals: int = 3) -> int:

@@ -10,6 +10,13 @@ Definitions match TRL 1.16's ``GRPOTrainer._compute_loss`` (token-level importan
                                  the samples come from the old policy, the ratio makes the estimate unbiased)
     token  = pg + β·kl
 
+With vLLM rollouts the policy-gradient term is multiplied by a truncated importance weight per token,
+``min(exp(logp_old − logp_vllm), C)`` (TRL 1.16's ``token_truncate`` IS correction, C = 3 by default): vLLM's
+kernels sample from a slightly different distribution than the training forward computes, and without
+the correction that gap biases the gradient. With ``entropy_coeff`` > 0 (verl's ``entropy_coeff``, TRL's
+``entropy_coef``) the loss subtracts ``entropy_coeff`` × the mean per-token entropy of the micro-batch,
+divided by ``accum_steps`` (the same for every loss type).
+
 and the micro-batch loss aggregates ``token`` over the completion mask by ``loss_type``:
 
 - ``grpo``: mean over each sequence's tokens, then mean over sequences, divided by ``accum_steps``;
@@ -39,6 +46,24 @@ def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Te
     return torch.stack(rows)
 
 
+def logprobs_and_entropy(logits: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``log_softmax(logits)[..., index]``, entropy of each position's distribution), one row at a time."""
+    logps, entropies = [], []
+    for row, idx in zip(logits, index, strict=True):
+        logp = F.log_softmax(row.float(), dim=-1)
+        logps.append(torch.gather(logp, -1, idx.unsqueeze(-1)).squeeze(-1))
+        entropies.append(-(logp.exp() * logp).sum(-1))
+    return torch.stack(logps), torch.stack(entropies)
+
+
+def truncated_is_weights(
+    old_logps: torch.Tensor, sampler_logps: torch.Tensor, mask: torch.Tensor, cap: float = 3.0
+) -> torch.Tensor:
+    """Per-token ``min(exp(old − sampler), cap)`` on the mask (1 elsewhere and where the sampler gave NaN)."""
+    diff = torch.nan_to_num((old_logps.float() - sampler_logps.float()) * mask.float(), nan=0.0)
+    return torch.clamp(torch.exp(diff), max=cap)
+
+
 def completion_logprobs(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -62,6 +87,19 @@ def completion_logprobs(
     return torch.cat(out, dim=0)
 
 
+def completion_logprobs_and_entropy(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    temperature: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`completion_logprobs` of one micro-batch plus the per-token entropy of the tempered distribution."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    logits = logits[:, -logits_to_keep - 1 : -1, :] / temperature
+    return logprobs_and_entropy(logits, input_ids[:, -logits_to_keep:])
+
+
 @dataclass
 class LossOutput:
     loss: torch.Tensor
@@ -71,6 +109,8 @@ class LossOutput:
     clip_ratio: float
     """Share of completion tokens whose ratio was clipped in the direction that stops the gradient."""
     tokens: int
+    entropy: float = 0.0
+    """Mean per-token entropy over completion tokens (0.0 when no entropies were given)."""
 
 
 def grpo_loss(
@@ -88,6 +128,9 @@ def grpo_loss(
     max_completion_length: int | None = None,
     accum_steps: int = 1,
     tokens_per_rank: float | None = None,
+    is_weights: torch.Tensor | None = None,
+    entropies: torch.Tensor | None = None,
+    entropy_coeff: float = 0.0,
 ) -> LossOutput:
     """The micro-batch loss; see the module docstring for the exact definition.
 
@@ -104,6 +147,8 @@ def grpo_loss(
     ratio = torch.exp(logps - old)
     clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
     per_token = -torch.min(ratio * adv, clipped * adv)
+    if is_weights is not None:
+        per_token = per_token * is_weights.to(per_token.dtype)
     kl_value = 0.0
     if beta != 0.0:
         if ref_logps is None:
@@ -127,7 +172,14 @@ def grpo_loss(
         denom = float(mask.sum()) if tokens_per_rank is None else tokens_per_rank
         loss = (per_token * mask).sum() / max(denom, 1.0)
 
+    entropy_value = 0.0
+    if entropies is not None:
+        mean_entropy = (entropies * mask).sum() / mask.sum().clamp(min=1.0)
+        entropy_value = float(mean_entropy.detach())
+        if entropy_coeff:
+            loss = loss - entropy_coeff * mean_entropy / accum_steps
+
     with torch.no_grad():
         region = ((ratio < 1 - epsilon_low) & (adv < 0)) | ((ratio > 1 + epsilon_high) & (adv > 0))
         clip_ratio = float((region.to(mask.dtype) * mask).sum() / mask.sum().clamp(min=1.0))
-    return LossOutput(loss=loss, kl=kl_value, clip_ratio=clip_ratio, tokens=int(mask.sum()))
+    return LossOutput(loss=loss, kl=kl_value, clip_ratio=clip_ratio, tokens=int(mask.sum()), entropy=entropy_value)

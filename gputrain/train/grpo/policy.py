@@ -18,25 +18,34 @@ TINY_NAMES = ("tiny-qwen2", "tiny")
 #: The tiny architecture's shape where the recipe's ``model:`` leaves a dimension unset.
 TINY_SHAPE = {"hidden_size": 64, "num_heads": 4, "num_layers": 2, "seq_len": 512, "vocab_size": 512}
 PAD, EOS = "<|pad|>", "<|endoftext|>"
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+#: A small ChatML template (the layout Qwen's chat models use), so the tiny model runs the chat path too.
+TINY_CHAT_TEMPLATE = (
+    "{% for m in messages %}" + IM_START + "{{ m['role'] }}\n{{ m['content'] }}" + IM_END + "\n{% endfor %}"
+    "{% if add_generation_prompt %}" + IM_START + "assistant\n{% endif %}"
+)
 
 
 def is_tiny(name: str) -> bool:
     return name.lower() in TINY_NAMES
 
 
-def policy_tokenizer(model_spec: ModelSpec, corpus: Iterable[str]) -> Any:
+def policy_tokenizer(model_spec: ModelSpec, corpus: Iterable[str], *, revision: str | None = None) -> Any:
     """The tokenizer of the policy ``model_spec`` names: trained on ``corpus`` for the tiny model, else the
-    checkpoint's own."""
+    checkpoint's own (at ``revision``: the commit ``gputrain prepare`` pinned in the plan, if any)."""
     if is_tiny(model_spec.name):
         return train_tiny_tokenizer(corpus, vocab_size=model_spec.vocab_size or TINY_SHAPE["vocab_size"])
-    return load_tokenizer(model_spec.name)
+    return load_tokenizer(model_spec.name, revision=revision)
 
 
 def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
     """A byte-level BPE tokenizer fitted to ``corpus``; left padding, as generation wants.
 
     Only bytes seen in ``corpus`` enter the vocabulary (no 256-byte base alphabet): a tiny random policy
-    then samples among the task's own characters, which is what lets it stumble on right answers.
+    then samples among the task's own characters, which is what lets it stumble on right answers. It has a
+    ChatML chat template (:data:`TINY_CHAT_TEMPLATE`; the role names join the corpus) and, like Qwen's chat
+    tokenizers, ``<|im_end|>`` ends a turn while ``<|endoftext|>`` stays the EOS token: the model's
+    generation config lists both (:func:`build_model`).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -46,26 +55,30 @@ def train_tiny_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> Any:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[PAD, EOS],
+        special_tokens=[PAD, EOS, IM_START, IM_END],
         show_progress=False,
     )
-    tok.train_from_iterator(list(corpus), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS)
+    tok.train_from_iterator([*corpus, "system\nuser\nassistant\n"], trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, additional_special_tokens=[IM_START, IM_END]
+    )
+    fast.chat_template = TINY_CHAT_TEMPLATE
     fast.padding_side = "left"
     return fast
 
 
-def load_tokenizer(name: str) -> Any:
+def load_tokenizer(name: str, *, revision: str | None = None) -> Any:
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(name)
+    tok = AutoTokenizer.from_pretrained(name, revision=revision)
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
 
 
-def build_model(model_spec: ModelSpec, tokenizer: Any, *, attention: str = "sdpa", seed: int = 0) -> Any:
+def build_model(model_spec: ModelSpec, tokenizer: Any, *, attention: str = "sdpa", seed: int = 0,
+                revision: str | None = None) -> Any:
     """The causal LM in float32 (autocast supplies bf16/fp16 compute; the optimizer keeps fp32 weights).
 
     ``attention`` is the plan's effective value (sdpa/flash/eager/flex); ``flash`` maps to
@@ -97,9 +110,14 @@ def build_model(model_spec: ModelSpec, tokenizer: Any, *, attention: str = "sdpa
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config)
     else:
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, attn_implementation=impl)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, attn_implementation=impl,
+                                                     revision=revision)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    if is_tiny(name):  # a checkpoint keeps its own list (e.g. Qwen2.5-Instruct: <|im_end|>, <|endoftext|>)
+        ends = [tokenizer.convert_tokens_to_ids(IM_END), tokenizer.eos_token_id]
+        model.generation_config.eos_token_id = [int(i) for i in ends if i is not None]
+    elif model.generation_config.eos_token_id is None:
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
 
 

@@ -3,8 +3,14 @@
 Two engines fill the same :class:`Rollout`: HF ``generate`` here (works under DDP and FSDP2, see
 ``sharding.unsharded_for_generation``), and a colocated vLLM engine in ``gputrain.train.grpo.vllm_engine``
 whose token lists go through :func:`rollout_from_token_ids`, so both give the same padding and mask semantics
-(left-padded prompts, right-padded completions, mask up to and including the first EOS, ``truncated`` when
-no EOS came). :func:`pick_engine` chooses; vLLM is never imported here (CPU machines never have it).
+(left-padded prompts, right-padded completions, mask up to and including the first stop token -- any of
+the model's EOS ids, ``prompts.stop_token_ids`` --, ``truncated`` when none came). :func:`pick_engine`
+chooses; vLLM is never imported here (CPU machines never have it).
+
+HF ``generate`` runs with a neutral generation config: only the recipe's sampling parameters apply.
+A checkpoint's ``generation_config.json`` (Qwen2.5-Instruct ships ``repetition_penalty`` 1.05-1.1, top-k
+20) would otherwise reshape the sampling distribution away from the tempered softmax the loss computes
+log-probs under, biasing every importance ratio.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ class Rollout:
     completion_mask: torch.Tensor  # 1 up to and including the first EOS
     truncated: torch.Tensor  # [B] bool: no EOS within max_new_tokens
     texts: list[str]
+    sampler_logps: torch.Tensor | None = None  # [B, C] the sampler's log-prob per token (vLLM), NaN where none
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -82,16 +89,25 @@ class Rollout:
         return torch.cat([self.prompt_mask, self.completion_mask], dim=1)
 
 
-def tokenize_prompts(tokenizer: Any, prompts: list[str], max_len: int, device: torch.device) -> Any:
+def tokenize_prompts(
+    tokenizer: Any, prompts: list[str], max_len: int, device: torch.device, add_special_tokens: bool = True
+) -> Any:
     tokenizer.padding_side = "left"
     tokenizer.truncation_side = "left"
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True, max_length=max_len)
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True, max_length=max_len,
+                    add_special_tokens=add_special_tokens)
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
 
 
-def completion_masks(completion_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask keeping tokens up to and including the first EOS, and which rows never produced one."""
-    is_eos = completion_ids == eos_id
+def _ids(eos_ids: int | Sequence[int]) -> list[int]:
+    return [int(eos_ids)] if isinstance(eos_ids, int) else [int(i) for i in eos_ids]
+
+
+def completion_masks(completion_ids: torch.Tensor, eos_ids: int | Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask keeping tokens up to and including the first stop token (any of ``eos_ids``), and which rows
+    never produced one."""
+    stops = torch.tensor(_ids(eos_ids), dtype=completion_ids.dtype, device=completion_ids.device)
+    is_eos = torch.isin(completion_ids, stops)
     has_eos = is_eos.any(dim=1)
     first = torch.where(
         has_eos,
@@ -106,7 +122,7 @@ def rollout_from_token_ids(
     prompt_ids: Sequence[Sequence[int]],
     completion_ids: Sequence[Sequence[int]],
     *,
-    eos_id: int,
+    eos_ids: int | Sequence[int],
     pad_id: int,
     decode: Callable[[torch.Tensor], list[str]],
     device: torch.device | None = None,
@@ -115,7 +131,7 @@ def rollout_from_token_ids(
 
     Prompts are left-padded with ``pad_id``; completions right-padded to the longest one. The mask is
     :func:`completion_masks`' (up to and including the first EOS) restricted to real tokens, so a
-    ``pad_id`` equal to ``eos_id`` never counts as an EOS; tokens after the first EOS become ``pad_id``; a
+    ``pad_id`` equal to an EOS id never counts as an EOS; tokens after the first EOS become ``pad_id``; a
     row with no EOS is ``truncated``. An empty completion counts as an immediate EOS (HF's zero-width case).
     ``decode`` turns the padded completion tensor into texts (``tokenizer.batch_decode`` with
     ``skip_special_tokens=True``, as in :func:`generate`). Pure: no model, no vLLM.
@@ -130,13 +146,14 @@ def rollout_from_token_ids(
         if len(p):
             prompts[i, p_width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
             prompt_mask[i, p_width - len(p) :] = 1
-    rows = [list(c) if len(c) else [eos_id] for c in completion_ids]
+    eos_list = _ids(eos_ids)
+    rows = [list(c) if len(c) else [eos_list[0]] for c in completion_ids]
     c_width = max((len(r) for r in rows), default=1)
     comp = torch.full((n, c_width), -1, dtype=torch.long)  # -1: no token here (never equal to an EOS id)
     for i, r in enumerate(rows):
         comp[i, : len(r)] = torch.tensor(r, dtype=torch.long)
     real = (comp != -1).long()
-    mask, truncated = completion_masks(comp, eos_id)
+    mask, truncated = completion_masks(comp, eos_list)
     mask = mask * real
     comp = comp.masked_fill(mask == 0, pad_id)
     texts = decode(comp)
@@ -145,6 +162,34 @@ def rollout_from_token_ids(
             t.to(device) for t in (prompts, prompt_mask, comp, mask, truncated)
         )
     return Rollout(prompts, prompt_mask, comp, mask, truncated, texts)
+
+
+def neutral_generation_config(
+    *, max_new_tokens: int, temperature: float, top_p: float, top_k: int | None, eos_ids: Sequence[int], pad_id: int
+) -> Any:
+    """A ``GenerationConfig`` holding only the recipe's sampling parameters; everything else at transformers'
+    neutral defaults (no repetition penalty, no n-gram ban, no forced or suppressed tokens, no min length)."""
+    from transformers import GenerationConfig
+
+    sampling: dict[str, Any] = (
+        {"do_sample": True, "temperature": float(temperature), "top_p": float(top_p), "top_k": int(top_k or 0)}
+        if temperature > 0
+        else {"do_sample": False}
+    )
+    return GenerationConfig(max_new_tokens=int(max_new_tokens), eos_token_id=list(eos_ids), pad_token_id=int(pad_id),
+                            use_cache=True, **sampling)
+
+
+@contextlib.contextmanager
+def _neutral_defaults(hf: Any, config: Any) -> Any:
+    """transformers 5 fills every unset field of a passed config from ``model.generation_config`` (the
+    checkpoint's): swap in the neutral config for the call so there is nothing to inherit."""
+    saved = hf.generation_config
+    hf.generation_config = config
+    try:
+        yield
+    finally:
+        hf.generation_config = saved
 
 
 @torch.no_grad()
@@ -161,42 +206,39 @@ def generate(
     device: torch.device,
     autocast: Any = None,
     gather: bool = True,
+    eos_ids: Sequence[int] | None = None,
+    add_special_tokens: bool = True,
 ) -> Rollout:
     """Sample one completion per prompt string (repeat prompts G times before calling for groups).
 
-    ``temperature == 0`` decodes greedily. Works on DDP- and FSDP-wrapped models; under FSDP it is a
-    collective (every rank must call it, with any number of prompts) unless ``gather`` is False because
-    the caller already holds :func:`unsharded_for_generation`.
+    ``temperature == 0`` decodes greedily. Generation stops on any of ``eos_ids`` (default: the tokenizer's
+    EOS). Works on DDP- and FSDP-wrapped models; under FSDP it is a collective (every rank must call it,
+    with any number of prompts) unless ``gather`` is False because the caller already holds
+    :func:`unsharded_for_generation`.
     """
-    prompt_ids, prompt_mask = tokenize_prompts(tokenizer, prompts, max_prompt_length, device)
+    stops = list(eos_ids) if eos_ids else [int(tokenizer.eos_token_id)]
+    prompt_ids, prompt_mask = tokenize_prompts(tokenizer, prompts, max_prompt_length, device, add_special_tokens)
     hf = unwrap(model)
     was_training = hf.training
     hf.eval()
-    sampling: dict[str, Any] = (
-        {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k or 0}
-        if temperature > 0
-        else {"do_sample": False}
-    )
+    config = neutral_generation_config(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                       top_k=top_k, eos_ids=stops, pad_id=tokenizer.pad_token_id)
     gathered = unsharded_for_generation(model) if gather else contextlib.nullcontext()
-    with gathered, autocast or contextlib.nullcontext():
+    with gathered, autocast or contextlib.nullcontext(), _neutral_defaults(hf, config):
         out = hf.generate(  # type: ignore[operator]
             input_ids=prompt_ids,
             attention_mask=prompt_mask,
-            max_new_tokens=max_new_tokens,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            use_cache=True,
+            generation_config=config,
             # transformers turns synced_gpus on by itself for FSDP-managed models: a rank generating alone
             # (rank-0 evaluation) would then wait forever in an all_reduce. The weights are gathered, so no
             # rank needs the others while generating (tests/integration/test_grpo_code_fsdp.py).
             synced_gpus=False,
-            **sampling,
         )
     hf.train(was_training)
     completion_ids = out[:, prompt_ids.size(1) :]
     if completion_ids.size(1) == 0:
-        completion_ids = torch.full((len(prompts), 1), tokenizer.eos_token_id, device=device)
-    mask, truncated = completion_masks(completion_ids, tokenizer.eos_token_id)
+        completion_ids = torch.full((len(prompts), 1), stops[0], device=device)
+    mask, truncated = completion_masks(completion_ids, stops)
     completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
     return Rollout(prompt_ids, prompt_mask, completion_ids, mask, truncated, texts)

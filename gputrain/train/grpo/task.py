@@ -31,3 +31,5 @@ class GRPOTask:
     """Text a tiny model's tokenizer is fitted on (prompts and reference solutions)."""
     report: dict[str, Any] = field(default_factory=dict)
     """Facts chosen at start that belong in ``result.json`` (e.g. the code sandbox's isolation)."""
+    final_report: Callable[[], dict[str, Any]] | None = None
+    """Figures the entry gathered during the run, merged into ``result.json`` when the core writes it."""

@@ -25,8 +25,9 @@ sync wakes the weights' memory and re-pushes every weight, the next rollout wake
 with the weights still asleep is refused: vLLM would run on discarded memory (older versions) or wait
 forever on its paused scheduler (newer ones resume scheduling only once everything is awake).
 
-Stopping: on the tokenizer's EOS only, like HF ``generate`` here (:func:`sampling_kwargs`); vLLM keeps the
-stop token at the end of ``token_ids``, so the completion mask includes it as HF's does.
+Stopping: on the run's stop ids (``prompts.stop_token_ids``: the tokenizer's EOS and every EOS id of the
+checkpoint's generation config), like HF ``generate`` here (:func:`sampling_kwargs`); vLLM keeps the stop
+token at the end of ``token_ids``, so the completion mask includes it as HF's does.
 
 Why not TRL's ``VLLMGeneration``: it needs an accelerate ``Accelerator`` and reads the sharding from
 ``accelerator.state``. This core shards with torch's ``fully_shard`` directly (accelerate's FSDP plugin does
@@ -46,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ from gputrain.train.grpo.sharding import unwrap
 WRAPPER_SEGMENTS = ("_checkpoint_wrapped_module.", "_fsdp_wrapped_module.", "_orig_mod.")
 VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # LLM(...) keywords that only some vLLM versions know; dropped (with a note) where EngineArgs lacks them.
-OPTIONAL_ENGINE_ARGS = ("enable_sleep_mode", "generation_config")
+OPTIONAL_ENGINE_ARGS = ("enable_sleep_mode", "generation_config", "logprobs_mode")
 
 
 def hf_param_name(name: str) -> str:
@@ -96,22 +97,21 @@ def sampling_kwargs(
     top_p: float,
     top_k: int | None,
     max_tokens: int,
-    eos_id: int,
+    eos_ids: int | Sequence[int],
     n: int = 1,
     seed: int | None = None,
 ) -> dict[str, Any]:
     """Keywords for ``vllm.SamplingParams`` matching :func:`~gputrain.train.grpo.rollout.generate`'s sampling.
 
     ``temperature == 0`` is greedy (top-p/top-k off, as HF's ``do_sample=False``); ``top_k=None`` is -1,
-    "off" in every vLLM version (newer ones prefer 0 but accept -1). Stopping is on the tokenizer's EOS
-    only, like HF ``generate`` here (it is given ``eos_token_id`` explicitly): ``stop_token_ids=[eos]``
-    with ``ignore_eos=True``. Without ``ignore_eos`` vLLM also stops on every ``eos_token_id`` of the
-    checkpoint's ``generation_config.json`` (it merges them into the stop tokens whatever the engine's
-    ``generation_config`` setting, "vllm" included), e.g. ``<|endoftext|>`` besides an instruct model's
-    ``<|im_end|>``; such a row would end on a token the rollout does not count as EOS. ``ignore_eos`` only
-    skips vLLM's own EOS checks: a token in ``stop_token_ids`` still ends the request and stays the last
-    of its ``token_ids``. Token ids only (``detokenize=False``): texts are decoded by the rollout
-    conversion. ``seed`` seeds each request: leave it None when prompts are repeated with
+    "off" in every vLLM version (newer ones prefer 0 but accept -1). Stopping is on exactly ``eos_ids``
+    (the run's stop ids, the same HF ``generate`` gets): ``stop_token_ids=eos_ids`` with
+    ``ignore_eos=True``, so vLLM's own EOS bookkeeping cannot add or drop one and every row ends on a token
+    the rollout counts as EOS. ``ignore_eos`` only skips vLLM's own EOS checks: a token in
+    ``stop_token_ids`` still ends the request and stays the last of its ``token_ids``. ``logprobs=0``
+    returns the sampled token's log-prob under vLLM (for the importance-sampling correction). Token ids
+    only (``detokenize=False``): texts are decoded by the rollout conversion. ``seed`` seeds each request:
+    leave it None when prompts are repeated with
     ``n=1``, or the G copies of a prompt would all sample the same completion (the engine's per-rank
     seed already makes runs reproducible).
     """
@@ -122,9 +122,10 @@ def sampling_kwargs(
         "top_p": 1.0 if greedy else float(top_p),
         "top_k": -1 if (greedy or not top_k) else int(top_k),
         "max_tokens": int(max_tokens),
-        "stop_token_ids": [int(eos_id)],
+        "stop_token_ids": [int(eos_ids)] if isinstance(eos_ids, int) else [int(i) for i in eos_ids],
         "ignore_eos": True,
         "detokenize": False,
+        "logprobs": 0,
     }
     if seed is not None:
         kwargs["seed"] = int(seed)
@@ -165,6 +166,8 @@ def llm_kwargs(
         "distributed_executor_backend": "external_launcher",
         "enable_sleep_mode": bool(sleep_mode),
         "generation_config": "vllm",
+        # the sampled token's log-prob after temperature/top-p, the distribution the loss's logp_old is of
+        "logprobs_mode": "processed_logprobs",
     }
     notes: list[str] = []
     if supported is not None:
@@ -178,6 +181,8 @@ def llm_kwargs(
                 )
             if key == "enable_sleep_mode" and sleep_mode:
                 notes.append("sleep mode not supported by this vLLM: the engine stays awake while training")
+            if key == "logprobs_mode":
+                notes.append("no logprobs_mode in this vLLM: its log-probs are raw, the IS correction is off")
             del kwargs[key]
     return kwargs, notes
 
@@ -257,7 +262,7 @@ class VLLMEngine:
         self.llm = vllm.LLM(**kwargs)
         self.sleep_mode = bool(kwargs.get("enable_sleep_mode"))
         self._asleep: set[str] = set()  # tags discarded by the last sleep, waiting for wake_up
-        self.eos_id = int(tokenizer.eos_token_id)
+        self.processed_logprobs = "logprobs_mode" in kwargs
         self.pad_id = int(tokenizer.pad_token_id)
 
     def _load(self, weights: list[tuple[str, torch.Tensor]]) -> None:
@@ -320,17 +325,21 @@ class VLLMEngine:
         top_p: float = 1.0,
         top_k: int | None = None,
         device: torch.device,
+        eos_ids: Sequence[int] | None = None,
+        add_special_tokens: bool = True,
     ) -> Rollout:
-        """One completion per prompt string, as :func:`~gputrain.train.grpo.rollout.generate` returns it.
+        """One completion per prompt string, as :func:`~gputrain.train.grpo.rollout.generate` returns it, plus
+        vLLM's own log-prob of each sampled token (``sampler_logps``, where this vLLM reports processed ones).
 
         Prompts are tokenized exactly as the HF path does (left truncation to ``max_prompt_length``), then
         handed to vLLM as token ids without their padding.
         """
-        ids, mask = tokenize_prompts(tokenizer, prompts, max_prompt_length, torch.device("cpu"))
+        stops = list(eos_ids) if eos_ids else [int(tokenizer.eos_token_id)]
+        ids, mask = tokenize_prompts(tokenizer, prompts, max_prompt_length, torch.device("cpu"), add_special_tokens)
         prompt_lists = [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
         params = self._sampling_cls(
             **sampling_kwargs(
-                temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_new_tokens, eos_id=self.eos_id
+                temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_new_tokens, eos_ids=stops
             )
         )
         if "weights" in self._asleep:
@@ -344,14 +353,39 @@ class VLLMEngine:
         )
         self._sleep()
         completions = [list(out.outputs[0].token_ids) for out in outputs]
-        return rollout_from_token_ids(
+        roll = rollout_from_token_ids(
             prompt_lists,
             completions,
-            eos_id=self.eos_id,
+            eos_ids=stops,
             pad_id=self.pad_id,
             decode=lambda t: tokenizer.batch_decode(t, skip_special_tokens=True),
             device=device,
         )
+        if self.processed_logprobs:
+            per_row = [sampled_logprobs(out.outputs[0].token_ids, out.outputs[0].logprobs) for out in outputs]
+            roll.sampler_logps = sampler_logps_tensor(per_row, roll.completion_ids.size(1)).to(device)
+        return roll
+
+
+def sampled_logprobs(token_ids: Sequence[int], logprobs: Any) -> list[float]:
+    """The log-prob vLLM gave each sampled token (``SamplingParams(logprobs=0)``: one dict per position,
+    token id → ``Logprob``); NaN where it gave none."""
+    out: list[float] = []
+    for i, token in enumerate(token_ids):
+        entry = logprobs[i].get(token) if logprobs is not None and i < len(logprobs) else None
+        value = getattr(entry, "logprob", entry)
+        out.append(float(value) if value is not None else float("nan"))
+    return out
+
+
+def sampler_logps_tensor(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
+    """``[B, width]`` float32, right-padded with NaN (masked out of the IS weights); an empty row stays NaN."""
+    table = torch.full((len(rows), width), float("nan"), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        n = min(len(row), width)
+        if n:
+            table[i, :n] = torch.tensor(list(row[:n]), dtype=torch.float32)
+    return table
 
 
 def engine_from_context(ctx: Any, model: torch.nn.Module, tokenizer: Any, algo: Any) -> VLLMEngine:

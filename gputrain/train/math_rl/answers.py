@@ -12,16 +12,33 @@ import logging
 import re
 
 _LEADING_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?![\w/^])")
+_NUMBER = re.compile(r"-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?")
+_PLACEHOLDER = re.compile(r"(the|your)?(final)?answer(here)?|n/?a")
 _INTEGER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)")
+_BOXED = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _log = logging.getLogger(__name__)
 
 
+def _boxed_markers(text: str) -> list[re.Match[str]]:
+    return list(_BOXED.finditer(text))
+
+
 def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; None if absent or open."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
+    """Content of the last ``\\boxed`` (or ``\\fbox``): ``\\boxed{...}`` with balanced braces, also with
+    spaces before the brace (``\\boxed {4}``), or TeX's brace-less ``\\boxed 4`` (up to the next space or
+    ``$``, as the MATH graders read it); None if absent or left open."""
+    markers = _boxed_markers(text)
+    if not markers:
         return None
-    i = text.index("{", start) + 1
+    marker = markers[-1]
+    rest = text[marker.end():]
+    stripped = rest.lstrip()
+    if not stripped.startswith("{"):
+        if not rest[:1].isspace():  # \boxedx is another macro, not a box
+            return None
+        token = re.match(r"[^\s$]+", stripped)
+        return token.group(0).rstrip(".,;") if token else None
+    i = marker.end() + (len(rest) - len(stripped)) + 1
     depth = 1
     for j in range(i, len(text)):
         if text[j] == "{":
@@ -47,7 +64,8 @@ def last_hash_answer(text: str) -> str | None:
 
 def extract_answer(text: str) -> str | None:
     """The final answer a completion states, by its last ``####`` or ``\\boxed{}``, whichever comes later."""
-    hash_at, box_at = text.rfind("####"), max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    markers = _boxed_markers(text)
+    hash_at, box_at = text.rfind("####"), (markers[-1].start() if markers else -1)
     if hash_at < 0 and box_at < 0:
         return None
     return last_hash_answer(text) if hash_at > box_at else last_boxed(text)
@@ -63,6 +81,29 @@ def gold_answer(row_answer: str | None, solution: str | None = None) -> str | No
         if found:
             return found
     return None
+
+
+def count_answer_markers(text: str, style: str) -> int:
+    """How many final-answer markers of ``style`` (``boxed``: any ``\\boxed``/``\\fbox`` form; else ``####``)."""
+    return len(_boxed_markers(text)) if style == "boxed" else text.count("####")
+
+
+def is_stated_answer(answer: str | None, style: str) -> bool:
+    """Whether ``answer`` is an answer at all rather than an empty or placeholder marker.
+
+    GSM8K-style answers are numbers (``#### and the number``, an echo of the prompt, is not); a boxed one
+    needs a digit or a letter once TeX braces, ``\\text`` and spaces are gone, and must not be a
+    placeholder such as ``\\boxed{answer}`` or ``\\boxed{...}``.
+    """
+    if not answer:
+        return False
+    if style != "boxed":
+        return _NUMBER.fullmatch(answer.replace(" ", "").strip("$").rstrip(".")) is not None
+    core = re.sub(r"\\text\{([^{}]*)\}", r"\1", answer)
+    core = re.sub(r"[\s{}$]", "", core)
+    if not re.search(r"[0-9A-Za-z]", core):
+        return False
+    return _PLACEHOLDER.fullmatch(core.lower()) is None
 
 
 def is_integer(answer: str | None) -> bool:

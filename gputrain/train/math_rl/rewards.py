@@ -13,7 +13,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gputrain.errors import RecipeError
-from gputrain.train.math_rl.answers import answers_equal, extract_answer, is_integer
+from gputrain.train.math_rl.answers import (
+    answers_equal,
+    count_answer_markers,
+    extract_answer,
+    is_integer,
+    is_stated_answer,
+)
 
 Row = dict[str, Any]
 TokenCounter = Callable[[str], int]
@@ -29,13 +35,14 @@ def format_reward(completion: str, row: Row) -> float:
     """1 when the completion states exactly one final answer in the row's convention (``####``/``\\boxed``).
 
     The convention matters because evaluation reads answers the same way; a second marker means the model
-    hedged, which earns nothing.
+    hedged, which earns nothing. The marker must carry an answer (a number after ``####``; something in the
+    box that is not a placeholder): ``#### and the number`` echoed from the prompt, or ``\\boxed{}``, earn
+    nothing, or a policy could collect the reward without ever answering.
     """
-    if row.get("style") == "boxed":
-        count = completion.count("\\boxed{") + completion.count("\\fbox{")
-    else:
-        count = completion.count("####")
-    return 1.0 if count == 1 and extract_answer(completion) is not None else 0.0
+    style = "boxed" if row.get("style") == "boxed" else "gsm8k"
+    if count_answer_markers(completion, style) != 1:
+        return 0.0
+    return 1.0 if is_stated_answer(extract_answer(completion), style) else 0.0
 
 
 def integer_reward(completion: str, row: Row) -> float:
@@ -44,10 +51,11 @@ def integer_reward(completion: str, row: Row) -> float:
 
 
 def length_reward(length: int, budget: int) -> float:
-    """1 within ``budget`` tokens, then linearly down to 0 at twice the budget.
+    """1 within ``budget`` tokens, then linearly down to 0 at twice the budget (ungated: see ``MathScorer``).
 
     A ramp rather than the paper's step so that a policy far over budget still sees which of its samples
-    are shorter (a step gives a whole group the same 0 and no signal).
+    are shorter (a step gives a whole group the same 0 and no signal). On its own it pays most for saying
+    nothing; the scorer multiplies it by a gate (``algorithm.length_gate``).
     """
     if length <= budget:
         return 1.0
@@ -60,6 +68,7 @@ TEXT_REWARDS: dict[str, Callable[[str, Row], float]] = {
     "integer": integer_reward,
 }
 REWARD_NAMES: tuple[str, ...] = (*TEXT_REWARDS, "length")
+LENGTH_GATES: tuple[str, ...] = ("correctness", "format", "none")
 
 
 def whitespace_tokens(text: str) -> int:
@@ -70,7 +79,10 @@ class MathScorer:
     """``score(completions, rows) -> [[r_1..r_K] per completion]``, the ``GRPOTask.score`` contract.
 
     ``count_tokens`` measures completions for the length reward (the policy's tokenizer; built lazily by
-    the entrypoint because the core owns the policy).
+    the entrypoint because the core owns the policy). ``length_gate`` conditions the length reward on the
+    harder one, as the GDPO paper does for its length constraint: a short answer earns the length reward only
+    when it is correct (``correctness``) or well-formed (``format``); ``none`` pays any short completion,
+    the empty one included.
     """
 
     def __init__(
@@ -79,6 +91,7 @@ class MathScorer:
         *,
         length_budget: int | None = None,
         count_tokens: TokenCounter | None = None,
+        length_gate: str = "correctness",
     ) -> None:
         unknown = [n for n in names if n not in REWARD_NAMES]
         if unknown:
@@ -87,7 +100,10 @@ class MathScorer:
             )
         if "length" in names and not length_budget:
             raise RecipeError("algorithm.length_budget must be set when algorithm.rewards includes 'length'")
+        if length_gate not in LENGTH_GATES:
+            raise RecipeError(f"algorithm.length_gate: {length_gate!r} is not one of {', '.join(LENGTH_GATES)}")
         self.names = list(names)
+        self.length_gate = length_gate
         self.length_budget = length_budget or 0
         self.count_tokens = count_tokens or whitespace_tokens
 
@@ -96,7 +112,8 @@ class MathScorer:
         for name in self.names:
             try:
                 if name == "length":
-                    value = length_reward(self.count_tokens(completion), self.length_budget)
+                    gate = 1.0 if self.length_gate == "none" else TEXT_REWARDS[self.length_gate](completion, row)
+                    value = gate * length_reward(self.count_tokens(completion), self.length_budget) if gate else 0.0
                 else:
                     value = TEXT_REWARDS[name](completion, row)
             except Exception as exc:  # a reward must never stop training: unscorable output is worth 0

@@ -54,7 +54,8 @@ def build_math_task(
         train_rows=train_rows,
         eval_rows=eval_rows,
         reward_names=rewards,
-        score=MathScorer(rewards, length_budget=algo.length_budget, count_tokens=counter),
+        score=MathScorer(rewards, length_budget=algo.length_budget, count_tokens=counter,
+                         length_gate=algo.length_gate),
         evaluate=MathEvaluator(job_dir, counter),
         corpus=corpus,
     )

@@ -27,6 +27,7 @@ from gputrain.contract.plan import JobPlan, load_job_plan
 from gputrain.errors import GputrainError
 from gputrain.recipe.schema import Recipe
 from gputrain.train.runtime import dist as rdist
+from gputrain.train.runtime import perf
 from gputrain.train.runtime.checkpoint import CheckpointManager, atomic_write_text
 from gputrain.train.runtime.metrics import Metrics
 from gputrain.train.runtime.precision import Precision, make_precision, maybe_compile
@@ -127,9 +128,15 @@ class RunContext:
     def optimizer_step(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Iterator[torch.nn.Parameter] | Any
     ) -> float:
-        """backward through the scaler, unscale, clip by ``train.grad_clip``, step; returns the grad norm."""
+        """backward through the scaler, then :meth:`step_optimizer`; returns the grad norm."""
+        self.scaler.scale(loss).backward()
+        return self.step_optimizer(optimizer, params)
+
+    def step_optimizer(self, optimizer: torch.optim.Optimizer, params: Iterator[torch.nn.Parameter] | Any) -> float:
+        """The one optimizer step every training shares, after gradients were accumulated: unscale (fp16), clip
+        by ``train.grad_clip``, step, update the loss scale, zero the gradients; returns the grad norm (the
+        global one under FSDP2, where the norm is a DTensor)."""
         scaler = self.scaler
-        scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
         clip = self.recipe.train.grad_clip
         params = [p for p in params if p.grad is not None]
@@ -137,7 +144,8 @@ class RunContext:
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        return float(norm)
+        full = getattr(norm, "full_tensor", None)
+        return float(full() if callable(full) else norm)
 
     def make_loader(
         self, dataset: Any, batch_size: int, *, shuffle: bool = True, drop_last: bool = False, **kwargs: Any
@@ -219,6 +227,11 @@ class RunContext:
         return path
 
     def close(self) -> None:
+        """Record measured cost (``perf.json``: every rank takes part), then close metrics and the group."""
+        try:
+            perf.record(self.metrics.perf, self.device, self.world_size, self.job_dir, self.metrics, self.is_main)
+        except (OSError, RuntimeError) as exc:  # a measurement must never fail a finished run
+            self.print0(f"[runtime] perf not recorded: {exc}")
         self.metrics.close()
         self.preemption.uninstall()
         rdist.shutdown()
@@ -253,6 +266,15 @@ def setup_run(argv: Sequence[str] | None = None) -> RunContext:
         job_dir.mkdir(parents=True, exist_ok=True)
     rdist.barrier()
     precision = make_precision(plan.precision, info.device)
+    attention, reason = perf.resolve_attention(plan.attention, info.device)
+    if attention != plan.attention:  # "auto" is decided here, on the node, never by the planning machine
+        plan = plan.model_copy(update={
+            "attention": attention,
+            "recipe": plan.recipe.model_copy(update={
+                "train": plan.recipe.train.model_copy(update={"attention": attention})}),
+        })
+        if info.rank == 0:
+            print(f"[runtime] attention auto -> {attention} ({reason})", flush=True)
     ctx = RunContext(
         rank=info.rank,
         world_size=info.world_size,

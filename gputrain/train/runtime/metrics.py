@@ -14,6 +14,7 @@ from typing import Any
 
 from gputrain.logs.schema import METRICS_FILE, MetricsWriter
 from gputrain.recipe.schema import Recipe
+from gputrain.train.runtime.perf import PerfLog
 
 
 def redact(obj: Any, secret_values: set[str]) -> Any:
@@ -34,6 +35,7 @@ class Metrics:
         self._wandb: Any = None
         self._tb: Any = None
         self.last: dict[str, float] = {}
+        self.perf = PerfLog()
         if not enabled:
             return
         tracking = recipe.tracking
@@ -75,6 +77,7 @@ class Metrics:
         record = self._writer.log(step, **values)
         if record is None:
             return
+        self.perf.observe(record)
         numbers = {k: v for k, v in record.items() if k not in ("step", "time")}
         self.last = {k: float(v) for k, v in numbers.items()}
         if self._wandb is not None:

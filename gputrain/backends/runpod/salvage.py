@@ -1,0 +1,90 @@
+"""Salvage before teardown: bring back what a run made before its pod is terminated, within a time budget.
+
+On Ctrl-C, SIGTERM, a connection lost past its deadline or any error after the training started, ``up``
+downloads the small results first (metrics, logs, summary, result, ONNX: everything in ``job/`` except
+``checkpoints/``), then the newest complete checkpoint, and says what it got. Every copy is stopped when the
+budget runs out. Names listed by the pod are data: only plain names (and ``step_<digits>`` checkpoints)
+are ever turned into paths.
+
+The container log (RunPod's v2 logs endpoint, Server-Sent Events) is kept too, in ``container.log``, so
+``gputrain runpod logs NAME`` still has something to show after the pod is gone.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gputrain.backends.runpod.ssh import PodShell
+from gputrain.errors import RunPodError
+
+if TYPE_CHECKING:
+    from gputrain.backends.runpod.api import RunPodClient
+
+_PLAIN = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\Z")
+_CHECKPOINT = re.compile(r"\Astep_(\d{1,12})\Z")
+LOCAL_ONLY = ("training_output.log",)
+"""Files the local side writes itself (streamed live); the pod's copy never overwrites them."""
+CONTAINER_LOG = "container.log"
+
+
+class SalvageSkipped(Exception):
+    """A second Ctrl-C: stop salvaging, go straight to termination."""
+
+
+def newest_checkpoint(names: list[str]) -> str | None:
+    """The newest complete checkpoint folder among ``names`` (``.tmp-``/``.old-`` ones are not complete)."""
+    steps = [(int(m.group(1)), n) for n in names if (m := _CHECKPOINT.match(n))]
+    return max(steps)[1] if steps else None
+
+
+def salvage(shell: PodShell, remote_job: str, job_dir: Path, budget_s: float,
+            say: Callable[[str], None]) -> list[str]:
+    """Download what exists of ``remote_job`` into ``job_dir`` within ``budget_s``; the names got.
+
+    Raises :class:`RunPodError` (or :class:`~gputrain.backends.runpod.ssh.SshConnectionLost`) when nothing
+    could be listed; a copy that fails later leaves what was already got in place.
+    """
+    deadline = time.monotonic() + budget_s
+
+    def left() -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RunPodError(f"salvage ran out of its {budget_s:.0f} s budget")
+        return remaining
+
+    q = shlex.quote
+    listing = shell.run_checked(
+        f"cd {q(remote_job)} 2>/dev/null && ls -1A . && echo '--checkpoints--' && ls -1A checkpoints 2>/dev/null;"
+        " true", "list the job folder", timeout_s=left())
+    top, _, ckpts = listing.partition("--checkpoints--")
+    small = [n for n in top.split() if _PLAIN.match(n) and n != "checkpoints" and n not in LOCAL_ONLY]
+    got: list[str] = []
+    if small:
+        say(f"salvaging {len(small)} result file(s) from the pod")
+        shell.download_paths([f"{remote_job}/{n}" for n in small], job_dir, timeout_s=left())
+        got += small
+    newest = newest_checkpoint(ckpts.split())
+    if newest is not None:
+        say(f"salvaging the newest checkpoint {newest}")
+        shell.download_paths([f"{remote_job}/checkpoints/{newest}"], job_dir / "checkpoints", timeout_s=left())
+        got.append(f"checkpoints/{newest}")
+    return got
+
+
+def keep_container_log(client: RunPodClient, pod_id: str, job_dir: Path, idle_s: float = 3.0,
+                       tail: int = 2000) -> int:
+    """Write the pod's container log into ``job_dir/container.log`` (appending to an earlier copy); the
+    number of lines kept. Called before termination: the endpoint answers 404 for a terminated pod."""
+    from gputrain.atomic import write_atomic
+
+    lines = client.pod_logs(pod_id, tail=tail, idle_s=idle_s)
+    if lines:
+        path = job_dir / CONTAINER_LOG
+        old = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+        write_atomic(path, old + "".join(f"{line}\n" for line in lines))
+    return len(lines)

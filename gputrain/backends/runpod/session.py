@@ -1,0 +1,310 @@
+"""Driving one pod run to its end: follow, reconnect, salvage, keep the container log, terminate, record.
+
+``runpod up`` (after creating the pod and starting the training) and ``runpod attach`` (after a laptop was
+closed) both end here. What the user keeps is decided in one place:
+
+- the training's exit code comes from the pod's exit file; ssh's 255 means the connection dropped, and then
+  the run reconnects with backoff while the API says the pod is RUNNING, up to ``reconnect_s``;
+- a run that ends normally downloads its whole job folder; one that is interrupted (Ctrl-C, SIGTERM), lost
+  (no connection past the deadline, the pod gone) or fails after the training started is *salvaged* first
+  (:mod:`gputrain.backends.runpod.salvage`), within ``salvage_s``; a second Ctrl-C skips the salvage;
+- the container log is kept in the job folder before the pod is terminated;
+- the registry, ``runpod.json`` and ``summary.json`` get the same state: the training's code, or LOST with
+  the reason, and the cost from the pod's billed rate × its uptime.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from gputrain.backends.runpod.billing import billed_cost
+from gputrain.backends.runpod.pods import Pod
+from gputrain.backends.runpod.remote import RemoteRun
+from gputrain.backends.runpod.salvage import SalvageSkipped, keep_container_log, salvage
+from gputrain.backends.runpod.ssh import PodShell, SshConnectionLost, forget_key
+from gputrain.contract import jobstate
+from gputrain.errors import GputrainError, RunPodError
+
+if TYPE_CHECKING:
+    from gputrain.backends.runpod.api import RunPodClient
+    from gputrain.registry.store import JobRegistry
+
+
+class Interrupted(GputrainError):
+    exit_code = 130
+
+
+class TrainingLost(RunPodError):
+    """The run cannot learn how the training ended (connection gone past the deadline, pod gone)."""
+
+
+@dataclass
+class RunSettings:
+    keep: bool = False
+    reconnect_s: float = 600.0
+    salvage_s: float = 300.0
+    stop_grace_s: float = 30.0
+    log_idle_s: float = 3.0
+    keepalive_s: int = 15
+
+
+@dataclass
+class Outcome:
+    state: str
+    exit_code: int | None
+    reason: str
+
+
+class PodRun:
+    """The pod, its shell and its detached training, from the moment the pod exists to its termination."""
+
+    def __init__(self, client: RunPodClient, registry: JobRegistry, name: str, job_dir: Path, remote: str,
+                 settings: RunSettings, say: Callable[[str], None] | None = None) -> None:
+        self.client = client
+        self.registry = registry
+        self.name = name
+        self.job_dir = job_dir
+        self.remote = remote
+        self.settings = settings
+        self.say = say or (lambda msg: print(f"gputrain: {msg}", file=sys.stderr, flush=True))
+        self.pod: Pod | None = None
+        self.shell: PodShell | None = None
+        self.training: RemoteRun | None = None
+        self.training_started = False
+        self.create_attempted = False
+        self.cost_per_hour = 0.0
+        self.created_wall = time.time()
+        self.phase = "run"
+        self.salvaged: list[str] = []
+
+    # -- signals ------------------------------------------------------------------------------------------
+    @contextmanager
+    def signals(self) -> Iterator[None]:
+        """SIGINT/SIGTERM: while running, raise :class:`Interrupted` (salvage, then terminate); while
+        salvaging, skip the salvage; while terminating, note it and go on (the pod must not be abandoned)."""
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            if self.phase == "run":
+                raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
+            if self.phase == "salvage":
+                self.phase = "terminate"
+                raise SalvageSkipped()
+            self.say("still terminating the pod; please wait")
+
+        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    # -- the run --------------------------------------------------------------------------------------------
+    def execute(self, body: Callable[[], int]) -> Outcome:
+        """Run ``body`` (it returns the training's exit code) and then always finish: salvage when the run
+        did not end normally, keep the container log, terminate, record. Re-raises what ``body`` raised."""
+        outcome = Outcome(jobstate.FAILED, None, "the run stopped before the training started")
+        with self.signals():
+            try:
+                try:
+                    rc = body()
+                    self.say(f"training exited with {rc}; downloading results")
+                    self._with_reconnect(lambda: self._shell().download(f"{self.remote}/job", self.job_dir))
+                    ending = jobstate.end_state(rc, jobstate.markers_in(self.job_dir))
+                    outcome = Outcome(ending.state, rc, ending.reason)
+                except Interrupted as exc:
+                    outcome = Outcome(jobstate.CANCELLED, None, f"{exc} (cancelled by the user)")
+                    self.say(f"{exc}; stopping the training and salvaging (Ctrl-C again skips the salvage)")
+                    self._salvage(stop_first=True)
+                    raise
+                except TrainingLost as exc:
+                    facts = jobstate.BackendFacts(connection_lost=True)
+                    outcome = Outcome(jobstate.end_state(None, (), facts).state, None, exc.message)
+                    self.say(f"LOST: {exc.message}; salvaging what can be reached")
+                    self._salvage(stop_first=False)
+                except GputrainError as exc:
+                    outcome = Outcome(jobstate.FAILED, None, exc.message)
+                    if self.training_started:
+                        self.say(f"error: {exc.message}; salvaging before terminating the pod")
+                        self._salvage(stop_first=True)
+                    raise
+            finally:
+                self.phase = "terminate"
+                self._finish(outcome)
+        return outcome
+
+    def launch(self, exports: str) -> None:
+        self.training = RemoteRun(self._shell(), self.remote)
+        self._with_reconnect(lambda: self._remote().launch(exports))
+        self.training_started = True
+        self.registry.update(self.name, state=jobstate.RUNNING, extra={"training_started": True})
+
+    def follow_to_end(self) -> int:
+        """Stream ``run.out`` into ``training_output.log`` until the exit file appears; reconnect on drops."""
+        remote = self._remote()
+        with open(self.job_dir / "training_output.log", "ab") as log:
+            pending = b""
+            last_cost = time.monotonic()
+
+            def on_chunk(chunk: bytes) -> None:
+                nonlocal pending, last_cost
+                if time.monotonic() - last_cost >= 60:
+                    last_cost = time.monotonic()
+                    so_far, _ = billed_cost(self.cost_per_hour, self.pod.created_at if self.pod else None,
+                                            self.created_wall, time.time())
+                    self.say(f"cost so far ${so_far:.2f} (billed ${self.cost_per_hour:.2f}/h)")
+                log.write(chunk)
+                log.flush()
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    print(line.decode(errors="replace"), flush=True)
+
+            while True:
+                try:
+                    if remote.follow(on_chunk) == 255:
+                        raise SshConnectionLost("the ssh connection dropped while following the training")
+                    code, alive = remote.status()
+                except SshConnectionLost as exc:
+                    self.say(f"{exc.message}; reconnecting while the pod is RUNNING "
+                             f"(for up to {self.settings.reconnect_s:.0f} s)")
+                    self.reconnect()
+                    continue
+                if code is not None:
+                    return code
+                if alive != "alive":
+                    raise TrainingLost("the training on the pod ended without writing its exit code"
+                                       if alive == "gone" else "the training never started on the pod")
+
+    def reconnect(self) -> None:
+        """Back off and retry ssh while the API says RUNNING; :class:`TrainingLost` past the deadline or when
+        the pod is no longer RUNNING."""
+        from gputrain.backends.runpod.api import RunPodNotFound
+
+        assert self.pod is not None
+        deadline = time.monotonic() + self.settings.reconnect_s
+        delay = 1.0
+        while True:
+            try:
+                pod = self.client.get_pod(self.pod.id)
+            except RunPodNotFound:
+                raise TrainingLost(f"pod {self.pod.id} is gone (terminated outside this run)") from None
+            except RunPodError as exc:
+                self.say(f"RunPod API not reachable ({exc.message}); still trying")
+                pod = None
+            if pod is not None:
+                self.pod = pod
+                self.cost_per_hour = max(self.cost_per_hour, pod.cost_per_hour)
+                if pod.status != "RUNNING":
+                    raise TrainingLost(f"pod {pod.id} went to {pod.status} while the connection was down")
+                if pod.ssh_direct is not None:
+                    self._shell().endpoint = pod.ssh_direct
+            shell = self._shell()
+            if shell.check("true", timeout_s=shell.connect_timeout_s + 5):
+                self.say("reconnected to the pod")
+                return
+            if time.monotonic() + delay > deadline:
+                raise TrainingLost(f"no ssh connection to pod {self.pod.id} for {self.settings.reconnect_s:.0f} s "
+                                   "while the API said RUNNING")
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    def _with_reconnect(self, action: Callable[[], Any]) -> Any:
+        while True:
+            try:
+                return action()
+            except SshConnectionLost as exc:
+                self.say(f"{exc.message}; reconnecting")
+                self.reconnect()
+
+    # -- salvage and teardown ---------------------------------------------------------------------------------
+    def _salvage(self, stop_first: bool) -> None:
+        if self.shell is None or not self.training_started:
+            return
+        self.phase = "salvage"
+        try:
+            if stop_first and self.training is not None:
+                code = self.training.stop(self.settings.stop_grace_s)
+                self.say(f"training stopped (exit {code})" if code is not None else
+                         f"training did not stop within {self.settings.stop_grace_s:.0f} s; salvaging anyway")
+            self.salvaged = salvage(self.shell, f"{self.remote}/job", self.job_dir, self.settings.salvage_s,
+                                    self.say)
+            self.say(f"salvaged: {', '.join(self.salvaged) or 'nothing (the job folder was empty)'}")
+        except SalvageSkipped:
+            self.say("salvage skipped (second interrupt); terminating the pod")
+        except GputrainError as exc:
+            self.say(f"salvage failed: {exc.message}; kept: {', '.join(self.salvaged) or 'nothing'}")
+        finally:
+            self.phase = "terminate"
+
+    def _finish(self, outcome: Outcome) -> None:
+        pods = [self.pod] if self.pod is not None else []
+        if not pods and self.create_attempted:
+            try:  # a create whose answer was lost may still have made a pod
+                pods = self.client.find_pods(self.name)
+            except RunPodError as exc:
+                self.say(f"could not check for a pod named {self.name}: {exc}")
+        for pod in pods[:1]:
+            try:
+                kept = keep_container_log(self.client, pod.id, self.job_dir, idle_s=self.settings.log_idle_s)
+                self.say(f"kept {kept} line(s) of the container log in {self.job_dir / 'container.log'}")
+            except (RunPodError, OSError) as exc:
+                self.say(f"could not keep the container log: {exc}")
+        ended = time.time()
+        terminated = True
+        if not self.settings.keep:
+            for pod in pods:
+                try:
+                    gone_now = self.client.delete_pod(pod.id)
+                    self.say(f"pod {pod.id} {'terminated' if gone_now else 'was already gone'}")
+                except RunPodError as exc:
+                    terminated = False
+                    self.say(f"error: could not terminate pod {pod.id}: {exc}")
+                    self.say(f"the pod is still billing; finish it with: gputrain runpod down {self.name}   "
+                             f"(or in RunPod's console: terminate pod {pod.id})")
+            if terminated:
+                forget_key(self.name)
+        elif pods:
+            self.say(f"--keep: pod {pods[0].id} left running; finish it with: gputrain runpod down {self.name}")
+        created = self.pod.created_at if self.pod is not None else None
+        cost, uptime = billed_cost(self.cost_per_hour, created, self.created_wall, ended)
+        record = {"pod_name": self.name, "pod_id": pods[0].id if pods else None, "state": outcome.state,
+                  "exit_code": outcome.exit_code, "reason": outcome.reason, "cost_per_hour_usd": self.cost_per_hour,
+                  "uptime_s": round(uptime, 1), "cost_usd": round(cost, 4), "salvaged": self.salvaged,
+                  "terminated": bool(pods) and terminated and not self.settings.keep,
+                  "live": bool(pods) and not (terminated and not self.settings.keep)}
+        self.say(f"{outcome.state}: {outcome.reason}; cost ${cost:.2f} (${self.cost_per_hour:.2f}/h × "
+                 f"{uptime / 60:.1f} min)")
+        self._write_summaries(record)
+        self.registry.update(self.name, state=outcome.state, exit_code=outcome.exit_code,
+                             extra={k: v for k, v in record.items() if k not in ("state", "exit_code")})
+
+    def _write_summaries(self, record: dict[str, Any]) -> None:
+        from gputrain.atomic import write_atomic
+
+        write_atomic(self.job_dir / "runpod.json", json.dumps(record, indent=2) + "\n")
+        try:
+            from gputrain.backends.runpod.billing import write_job_summary
+
+            write_job_summary(self.job_dir, record, self.pod.gpu_count if self.pod else 0)
+        except (GputrainError, OSError, ValueError) as exc:
+            self.say(f"could not write the job summary: {exc}")
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _shell(self) -> PodShell:
+        if self.shell is None:
+            raise RunPodError("no ssh connection to the pod yet")
+        return self.shell
+
+    def _remote(self) -> RemoteRun:
+        if self.training is None:
+            self.training = RemoteRun(self._shell(), self.remote)
+        return self.training

@@ -1,0 +1,41 @@
+"""``gputrain plan --probe``: run a few real steps of the recipe here, so the plan calibrates from them.
+
+The probe is an ordinary local job (registry record, job folder, ``perf.json``) with ``train.max_steps``
+set to ``--steps`` and evaluation and checkpoints pushed past the end; the plan that follows finds it as
+its closest measured run. It runs on this machine only: to probe another GPU type, ``gputrain submit`` (or
+``run``) a short job there and plan again once it has finished.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+from gputrain.errors import JobFailedError, PlanError
+from gputrain.planner import make_plan
+
+_PAST_THE_END = 10**9
+
+
+def run_probe(path: Path, gpu: str | None, kwargs: dict[str, Any], steps: int) -> str:
+    """Run ``steps`` steps here; returns the job id (its output goes to the job's log, not to stdout)."""
+    from gputrain.backends.local import LocalBackend
+
+    here = make_plan(path, gpu=None, check_memory=False, **{**kwargs, "cluster": None, "target": "local"})
+    wanted = make_plan(path, gpu=gpu, check_memory=False, **kwargs) if gpu else here
+    if wanted.gpu.name != here.gpu.name:
+        raise PlanError(f"--probe runs here, on {here.gpu.name}; to measure {wanted.gpu.name}, run a short job "
+                        f"there (gputrain submit ... --set train.max_steps={steps}) and plan again")
+    overrides = [*kwargs.get("overrides", []), f"train.max_steps={steps}", f"train.eval_every={_PAST_THE_END}",
+                 f"train.save_every={_PAST_THE_END}"]
+    plan = make_plan(path, gpu=here.gpu.name, check_memory=False,
+                     **{**kwargs, "overrides": overrides, "cluster": None, "target": "local", "nodes": 1})
+    backend = LocalBackend()
+    sub = backend.prepare(plan, logs_dir=Path("logs"))
+    print(f"probe: job {sub.job_id}, {steps} steps on {here.gpu.name} ({sub.job_dir})", file=sys.stderr, flush=True)
+    rc = backend.run(sub, echo=io.StringIO())
+    if rc != 0:
+        raise JobFailedError(f"probe job {sub.job_id} failed (exit code {rc}); see {sub.job_dir}")
+    return sub.job_id

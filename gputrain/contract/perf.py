@@ -1,0 +1,48 @@
+"""What a finished run measured about its own cost: ``perf.json`` in the job folder.
+
+Written by the training runtime (``gputrain.train.runtime``) when a run closes, read by the planner's
+calibration (``gputrain.registry.measured``, ``gputrain.planner.calibrate``) and by summaries. Step time is
+the median over logged steps (evaluation and checkpoint pauses fall outside a median), peak memory the
+largest over the ranks: CUDA max allocated on GPUs, the resident set on CPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PERF_FILE = "perf.json"
+PERF_VERSION = 1
+#: per-step phase timings a training may log, by the name it logs them under
+PHASE_KEYS = {"rollout_seconds": "rollout", "weight_sync_seconds": "sync", "reward_seconds": "reward"}
+
+
+class MeasuredPerf(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = PERF_VERSION
+    step_seconds: float | None = Field(default=None, description="median seconds per step")
+    steps_timed: int = Field(default=0, description="steps the median is over")
+    phases: dict[str, float] = Field(default_factory=dict, description="median seconds per step by phase")
+    tokens_per_s: float | None = None
+    peak_memory_gib: float | None = Field(default=None, description="largest over ranks")
+    peak_memory_kind: Literal["cuda_max_allocated", "rss", "none"] = "none"
+    wall_seconds: float | None = Field(default=None, description="set-up to close, whole run")
+    world_size: int = 1
+    device: str = ""
+
+
+def median_step_seconds(stamps: list[tuple[int, float]], logged: list[float]) -> tuple[float | None, int]:
+    """Median step time: the training's own ``step_seconds`` when it logs one, else the time between
+    consecutive metric records divided by the steps between them (the first interval, warm-up, dropped)."""
+    if logged:
+        return statistics.median(logged), len(logged)
+    rates = []
+    for (s0, t0), (s1, t1) in itertools.pairwise(stamps):
+        if s1 > s0 and t1 >= t0:
+            rates.append((t1 - t0) / (s1 - s0))
+    rates = rates[1:] if len(rates) > 2 else rates
+    return (statistics.median(rates), len(rates)) if rates else (None, 0)

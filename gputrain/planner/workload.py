@@ -1,0 +1,107 @@
+"""Step-time models, one per entrypoint family: pure functions of the resolved recipe and the hardware.
+
+Each returns a :class:`StepModel`: seconds per phase of one step, the step's FLOPs (whole job), run-level
+overheads and the assumptions in words, which ``gputrain plan`` prints. Families:
+
+- RL (grpo_code, grpo_math, gdpo): ``gputrain.planner.workload_rl``;
+- diffusion (bd3lm, hdp) and GNN (gnn_coloring): ``gputrain.planner.workload_dense``;
+- anything else: the supervised ``6·N·tokens`` model below.
+
+No model may predict a step faster than its FLOPs at the GPUs' dense peak: compute phases divide by
+``peak × mfu`` with ``mfu ≤ 1``, and :func:`step_model` checks the sum against ``flops / (peak × world)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gputrain.contract.hardware import GPUFacts
+from gputrain.planner import physics
+from gputrain.recipe.schema import Recipe
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a step runs on: GPU type, ranks, the precision resolved for that GPU."""
+
+    gpu: GPUFacts
+    world: int
+    precision: str
+
+    @property
+    def peak(self) -> float:
+        return physics.peak_flops_per_rank(self.gpu, self.precision, self.world)
+
+    @property
+    def bandwidth(self) -> float:
+        return physics.bandwidth_per_rank(self.gpu, self.world)
+
+    @property
+    def op_seconds(self) -> float:
+        return physics.op_seconds(self.gpu)
+
+
+#: process start, imports, weights loaded, device and process-group initialisation, seconds
+STARTUP_SECONDS = {"gpu": 60.0, "cpu": 8.0}
+#: write rate of a checkpoint to the job folder (torch.save + fsync on a node's disk), bytes/s
+CHECKPOINT_BYTES_PER_S = 1e9
+
+
+def startup_seconds(hw: Hardware) -> float:
+    return STARTUP_SECONDS["cpu" if hw.gpu.is_cpu else "gpu"]
+
+
+@dataclass
+class StepModel:
+    workload: str
+    phases: dict[str, float] = field(default_factory=dict)
+    flops: float = 0.0
+    overhead_seconds: float = 0.0
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def step_seconds(self) -> float:
+        return sum(self.phases.values())
+
+
+def global_batch(recipe: Recipe, world: int) -> int:
+    return recipe.train.batch_size * world * recipe.train.grad_accum
+
+
+def supervised(recipe: Recipe, hw: Hardware) -> StepModel:
+    """``6·N·tokens`` (×4/3 with recomputation) at the recipe's MFU, plus the eager dispatch floor."""
+    model = recipe.model
+    params = physics.params_of(model)
+    tokens = recipe.estimate.tokens_per_sample or model.seq_len or 0
+    ckpt = 4 / 3 if recipe.train.gradient_checkpointing else 1.0
+    per_sample = recipe.estimate.flops_per_sample or 6 * params * tokens * ckpt
+    flops = per_sample * global_batch(recipe, hw.world)
+    out = StepModel("supervised", flops=flops)
+    if flops:
+        out.phases["compute"] = flops / hw.world / (hw.peak * recipe.estimate.mfu)
+        out.assumptions.append(
+            f"supervised model: {per_sample:.3g} FLOPs per sample (6·N·tokens{' ×4/3 recompute' if ckpt > 1 else ''}"
+            f" or estimate.flops_per_sample) at {recipe.estimate.mfu:.0%} MFU"
+        )
+    layers = model.num_layers or 1
+    out.phases["dispatch"] = 3 * 25 * layers * recipe.train.grad_accum * hw.op_seconds
+    return out
+
+
+def step_model(recipe: Recipe, hw: Hardware) -> StepModel:
+    from gputrain.planner import workload_dense, workload_rl
+
+    family = {"grpo_code": workload_rl.rl, "grpo_math": workload_rl.rl, "gdpo": workload_rl.rl,
+              "bd3lm": workload_dense.diffusion, "hdp": workload_dense.diffusion,
+              "gnn_coloring": workload_dense.gnn, "selftest": workload_dense.selftest}
+    model = family.get(recipe.entrypoint, supervised)(recipe, hw)
+    bound = peak_bound_seconds(model.flops, hw)
+    if bound and model.step_seconds < bound:  # a model bug, never a plan: say so rather than promise it
+        raise AssertionError(f"{model.workload} model predicts {model.step_seconds:.3g} s, below the "
+                             f"{bound:.3g} s its FLOPs need at peak")
+    return model
+
+
+def peak_bound_seconds(flops: float, hw: Hardware) -> float:
+    """The fastest a step of ``flops`` (whole job) could run: every GPU at its dense peak."""
+    return flops / (hw.peak * hw.world) if flops else 0.0

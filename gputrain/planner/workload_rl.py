@@ -1,0 +1,250 @@
+"""RL step model (grpo_code, grpo_math, gdpo): rollout, old/reference log-probs, updates, weight sync, reward.
+
+One step as ``gputrain.train.grpo.trainer`` runs it: ``train_batch_size`` prompts (verl semantics, global)
+× ``num_generations`` completions, split over the ranks; every rank generates its share in one batch (HF
+``generate``) or through a colocated vLLM engine; the old-policy log-probs are computed when there is more
+than one update per rollout, the reference log-probs when ``beta > 0``; then ``num_iterations`` passes in
+mini-batches of ``ppo_mini_batch_size`` prompts, each an optimizer update over micro-batches of
+``train.batch_size`` completions. Tensors are padded to the batch's longest prompt and completion.
+
+Decode is bounded per token by the larger of memory traffic (weights + the KV cache read once), compute,
+and host dispatch (eager HF: 72 operators per layer and 64 per step, plus FSDP2's forward hooks on every
+wrapped module when the policy is sharded, ``physics``; vLLM: CUDA graphs). HF ``generate`` keeps every
+sequence until the longest stops; vLLM batches continuously, so its tail (the longest completions) runs at
+small batch. vLLM holds ``share × device memory`` for weights and KV cache; a rollout that does not fit its
+KV cache runs in waves.
+
+Run overheads (in the total, not the step, as the trainer's ``step_seconds`` excludes them): start-up;
+every ``eval_every`` steps and at the end, rank 0 alone generates ``eval_samples`` greedy completions with
+HF ``generate`` in one batch (whatever the rollout engine) and scores them; every ``save_every`` steps and
+at the end, a full checkpoint (fp32 weights + AdamW moments, gathered to rank 0) is written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gputrain.planner import physics
+from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.schema import Recipe
+
+#: a sandboxed program (fresh interpreter, the asserts) takes this long per completion, seconds
+SANDBOX_PROGRAM_SECONDS = 0.15
+#: math-verify / format checks per completion, seconds
+CHECK_SECONDS = 0.002
+#: vLLM sleep level 2 + wake-up per step (free and re-allocate the KV cache), seconds
+VLLM_SLEEP_WAKE_SECONDS = 0.5
+#: per-tensor host cost of pushing one weight into vLLM (load_weights), seconds
+SYNC_TENSOR_SECONDS = 5e-5
+#: gloo over loopback on one machine, bytes/s (CPU runs)
+LOOPBACK_BYTES_PER_S = 2e9
+
+
+@dataclass(frozen=True)
+class RLShape:
+    """Batch geometry of one RL step, per rank (what both the time and the memory models read)."""
+
+    prompts: int            # train_batch_size, global
+    mini_prompts: int       # ppo_mini_batch_size, global
+    generations: int
+    seqs: int               # completions per rank per step
+    micro: int              # completions per forward/backward
+    prompt_tokens: float    # expected prompt length
+    prompt_pad: float       # padded prompt length (longest in the batch)
+    completion: float       # expected completion length
+    completion_max: int
+    engine: str             # hf | vllm
+    share: float | None     # vLLM memory share
+
+    @property
+    def padded(self) -> float:
+        return self.prompt_pad + self.completion_max
+
+    @property
+    def updates(self) -> int:
+        return self.prompts // self.mini_prompts
+
+    @property
+    def micro_per_update(self) -> int:
+        return max(1, math.ceil(self.seqs / self.updates / self.micro))
+
+
+def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
+    algo = recipe.algorithm
+    assert isinstance(algo, GRPOAlgorithm)
+    micro = recipe.train.batch_size
+    prompts = algo.train_batch_size or hw.world * max(1, micro // algo.num_generations)
+    mini = algo.ppo_mini_batch_size or prompts
+    share = recipe.memory.vllm_gpu_memory_utilization
+    engine = algo.rollout_engine
+    if engine == "auto":
+        engine = "vllm" if (share is not None and not hw.gpu.is_cpu) else "hf"
+    seqs = max(1, prompts * algo.num_generations // hw.world)
+    prompt = recipe.estimate.prompt_fraction * algo.max_prompt_length
+    pad = min(float(algo.max_prompt_length), prompt * (1.5 if seqs > 1 else 1.0))
+    return RLShape(prompts, mini, algo.num_generations, seqs, micro, prompt, pad,
+                   recipe.estimate.completion_fraction * algo.max_completion_length, algo.max_completion_length,
+                   engine, share)
+
+
+def _fsdp_hooks(recipe: Recipe, hw: Hardware) -> bool:
+    """HF generate on a sharded policy: FSDP2's hooks run on every decode step (the weights are gathered)."""
+    return recipe.distributed.strategy == "fsdp" and hw.world > 1
+
+
+def hf_decode_host_seconds(recipe: Recipe, hw: Hardware) -> float:
+    """Host time of one eager HF decode step: its operators, plus FSDP2's per-module hooks when sharded."""
+    layers = recipe.model.num_layers or 1
+    host = (layers * physics.HF_OPS_PER_LAYER + physics.HF_OPS_PER_TOKEN) * hw.op_seconds
+    if _fsdp_hooks(recipe, hw):
+        host += (layers + 1) * physics.FSDP2_HOOK_SECONDS
+    return host
+
+
+def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str) -> float:
+    model = recipe.model
+    weights = physics.params_of(model) * physics.half_bytes(hw.precision)
+    kv = batch * context * physics.kv_bytes_per_token(model, hw.precision)
+    memory = (weights + kv) / (hw.bandwidth * physics.DECODE_BANDWIDTH_EFFICIENCY)
+    compute = batch * physics.forward_flops_per_token(model, context) / (hw.peak * recipe.estimate.mfu)
+    if engine == "vllm":
+        host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * physics.OP_SECONDS_GRAPHED
+    else:
+        host = hf_decode_host_seconds(recipe, hw)
+    if hw.gpu.is_cpu:  # no asynchronous launch on CPU: dispatch adds to the work
+        return memory + compute + host
+    return max(memory, compute, host)
+
+
+def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
+    model = recipe.model
+    mfu = recipe.estimate.mfu
+    prefill_flops = s.seqs * physics.sequence_forward_flops(model, s.prompt_pad)
+    decode_flops = s.seqs * s.completion * physics.forward_flops_per_token(model, s.prompt_pad + s.completion / 2)
+    out.flops += (prefill_flops + decode_flops) * hw.world
+    prefill = prefill_flops / (hw.peak * mfu)
+    if s.engine == "hf":
+        steps = s.completion_max if s.seqs > 1 else s.completion
+        decode = steps * _decode_step(recipe, hw, s.seqs, s.prompt_pad + steps / 2, "hf")
+        hooks = " and FSDP2's hooks on every wrapped module" if _fsdp_hooks(recipe, hw) else ""
+        out.assumptions.append(
+            f"rollout: HF generate, {s.seqs} sequences per rank in one batch, {steps:.0f} decode steps "
+            f"(the batch runs until its longest completion ends); each step at least "
+            f"{hf_decode_host_seconds(recipe, hw) * 1e3:.3g} ms of host time ({physics.HF_OPS_PER_LAYER} eager "
+            f"operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks})")
+    else:
+        kv_tok = physics.kv_bytes_per_token(model, hw.precision)
+        weights = physics.params_of(model) * physics.half_bytes(hw.precision)
+        cache = max(1.0, (s.share or 0.0) * hw.gpu.memory_gib * physics.GIB - weights - physics.GIB)
+        waves = max(1, math.ceil(s.seqs * (s.prompt_tokens + s.completion) * kv_tok / cache))
+        batch = s.seqs / waves
+        body = s.completion * _decode_step(recipe, hw, batch, s.prompt_tokens + s.completion / 2, "vllm")
+        tail = (s.completion_max - s.completion) * _decode_step(
+            recipe, hw, max(1.0, batch * 0.1), s.prompt_tokens + s.completion_max, "vllm")
+        decode = waves * (body + tail)
+        out.assumptions.append(
+            f"rollout: colocated vLLM (share {s.share:g} of {hw.gpu.memory_gib:g} GiB; assumes vLLM is installed "
+            f"on the node, else HF generate), {s.seqs} sequences per rank in {waves} wave(s) of its KV cache; "
+            "continuous batching, the longest 10% set the tail")
+        algo = recipe.algorithm
+        if isinstance(algo, GRPOAlgorithm) and algo.vllm_sleep_mode:
+            out.phases["sync"] = out.phases.get("sync", 0.0) + VLLM_SLEEP_WAKE_SECONDS
+    out.phases["rollout"] = prefill + decode
+
+
+def _sync(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
+    if s.engine != "vllm":
+        return
+    params = physics.params_of(recipe.model)
+    weights = params * physics.half_bytes(hw.precision)
+    link = hw.gpu.interconnect_gbs * 1e9 or LOOPBACK_BYTES_PER_S
+    gather = weights * (hw.world - 1) / hw.world / link if recipe.distributed.strategy == "fsdp" else 0.0
+    tensors = 12 * (recipe.model.num_layers or 1)
+    out.phases["sync"] = out.phases.get("sync", 0.0) + gather + weights / hw.bandwidth + tensors * SYNC_TENSOR_SECONDS
+
+
+def _forward_pass(recipe: Recipe, hw: Hardware, s: RLShape) -> tuple[float, float]:
+    """(seconds, FLOPs per rank) of one no-grad forward over the step's sequences."""
+    flops = s.seqs * physics.sequence_forward_flops(recipe.model, s.padded)
+    chunks = math.ceil(s.seqs / s.micro)
+    host = chunks * (recipe.model.num_layers or 1) * 25 * hw.op_seconds
+    return flops / (hw.peak * recipe.estimate.mfu) + host, flops
+
+
+def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: StepModel) -> None:
+    model = recipe.model
+    params = physics.params_of(model)
+    ckpt = 4 / 3 if recipe.train.gradient_checkpointing else 1.0
+    flops = algo.num_iterations * 3 * ckpt * s.seqs * physics.sequence_forward_flops(model, s.padded)
+    out.flops += flops * hw.world
+    updates = algo.num_iterations * s.updates
+    micro_steps = updates * s.micro_per_update
+    host = micro_steps * (model.num_layers or 1) * 25 * 3 * hw.op_seconds
+    fsdp = recipe.distributed.strategy == "fsdp" and hw.world > 1
+    shard = hw.world if fsdp else 1
+    optimizer = updates * 28 * params / shard / hw.bandwidth
+    link = hw.gpu.interconnect_gbs * 1e9 or LOOPBACK_BYTES_PER_S
+    ring = (hw.world - 1) / hw.world if hw.world > 1 else 0.0
+    if fsdp:  # all-gather half weights forward and backward per micro-batch, reduce-scatter fp32 grads per update
+        comm = ring * (micro_steps * 2 * params * physics.half_bytes(hw.precision) + updates * 4 * params) / link
+    else:
+        comm = updates * 2 * ring * 4 * params / link
+    out.phases["update"] = flops / (hw.peak * recipe.estimate.mfu) + host + optimizer + comm
+
+
+def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape, out: StepModel) -> None:
+    """Start-up, rank-0 evaluations and full checkpoints over the run (see module docstring)."""
+    steps = recipe.train.max_steps or 0
+    every = recipe.train.eval_every
+    evals = (len(range(every, steps, every)) if every else 0) + 1 if algo.eval_samples and steps else 0
+    new = algo.eval_max_new_tokens or algo.max_completion_length
+    batch = algo.eval_samples
+    prefill = batch * physics.sequence_forward_flops(recipe.model, s.prompt_pad) / (hw.peak * recipe.estimate.mfu)
+    decode = new * _decode_step(recipe, hw, batch, s.prompt_pad + new / 2, "hf")
+    score = batch * (SANDBOX_PROGRAM_SECONDS / max(1, algo.sandbox_workers or recipe.resources.cpus_per_gpu)
+                     if recipe.entrypoint == "grpo_code" else CHECK_SECONDS)
+    per_eval = prefill + decode + score
+    saves = (steps // recipe.train.save_every + 1) if recipe.train.save_every and steps else 0
+    per_save = 12 * physics.params_of(recipe.model) / CHECKPOINT_BYTES_PER_S
+    out.overhead_seconds = startup_seconds(hw) + evals * per_eval + saves * per_save
+    out.assumptions.append(
+        f"run overhead: start-up {startup_seconds(hw):g} s; {evals} evaluation(s) on rank 0 ({batch} greedy "
+        f"completions of up to {new} tokens with HF generate, ~{per_eval:.3g} s each); {saves} full checkpoint(s) "
+        f"(12 B/param at {CHECKPOINT_BYTES_PER_S / 1e9:g} GB/s, ~{per_save:.3g} s each)")
+
+
+def rl(recipe: Recipe, hw: Hardware) -> StepModel:
+    algo = recipe.algorithm
+    assert isinstance(algo, GRPOAlgorithm)
+    s = rl_shape(recipe, hw)
+    out = StepModel("rl")
+    out.assumptions.append(
+        f"RL step: {s.prompts} prompts × {s.generations} completions ({s.seqs} per rank); prompts "
+        f"~{s.prompt_tokens:.0f} tokens (estimate.prompt_fraction), completions ~{s.completion:.0f} of "
+        f"{s.completion_max} (estimate.completion_fraction); tensors padded to {s.padded:.0f}")
+    _sync(recipe, hw, s, out)
+    _rollout(recipe, hw, s, out)
+    passes = []
+    if s.updates > 1 or algo.num_iterations > 1:
+        passes.append("old policy")
+    if algo.beta > 0:
+        passes.append("reference")
+    for _ in passes:
+        seconds, flops = _forward_pass(recipe, hw, s)
+        out.phases["logprob"] = out.phases.get("logprob", 0.0) + seconds
+        out.flops += flops * hw.world
+    _update(recipe, hw, s, algo, out)
+    if recipe.entrypoint == "grpo_code":
+        workers = algo.sandbox_workers or recipe.resources.cpus_per_gpu
+        out.phases["reward"] = math.ceil(s.seqs / workers) * SANDBOX_PROGRAM_SECONDS
+        out.assumptions.append(f"reward: {s.seqs} sandboxed programs per rank, {workers} at a time, "
+                               f"~{SANDBOX_PROGRAM_SECONDS:g} s each")
+    else:
+        out.phases["reward"] = s.seqs * CHECK_SECONDS
+    out.assumptions.append(
+        f"log-prob passes: {', '.join(passes) or 'none'}; {algo.num_iterations} × {s.updates} update(s) of "
+        f"{s.micro_per_update} micro-batch(es) of {s.micro}; compute at {recipe.estimate.mfu:.0%} MFU")
+    _run_overhead(recipe, hw, algo, s, out)
+    return out

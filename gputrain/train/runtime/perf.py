@@ -1,0 +1,91 @@
+"""Measured cost of a run, recorded when it closes: ``perf.json`` and one ``perf/*`` metrics record.
+
+The planner calibrates from these (``gputrain plan`` shows predicted vs measured). Peak memory is the
+largest over the ranks: ``torch.cuda.max_memory_allocated`` on GPUs, the resident set (``ru_maxrss``) on
+CPU; step time is the median over the steps the training logged (``gputrain.contract.perf``).
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gputrain.contract.perf import PERF_FILE, PHASE_KEYS, MeasuredPerf, median_step_seconds
+
+_KEPT = ("step_seconds", "tokens_per_s", *PHASE_KEYS)
+
+
+class PerfLog:
+    """What rank 0's metrics records said about time (kept small: a few numbers per logged step)."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.stamps: list[tuple[int, float]] = []
+        self.values: dict[str, list[float]] = {k: [] for k in _KEPT}
+
+    def observe(self, record: dict[str, Any]) -> None:
+        step, stamp = int(record["step"]), float(record["time"])
+        if not self.stamps or step > self.stamps[-1][0]:
+            self.stamps.append((step, stamp))
+        for key in _KEPT:
+            if key in record:
+                self.values[key].append(float(record[key]))
+
+
+def _peak_gib(device: torch.device) -> tuple[float, str]:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 1024**3, "cuda_max_allocated"
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib / (1024**3 if sys.platform == "darwin" else 1024**2), "rss"
+
+
+def measure(log: PerfLog, device: torch.device, world_size: int) -> MeasuredPerf:
+    """Every rank calls this (the peak is reduced over ranks); rank 0's log holds the timings."""
+    peak, kind = _peak_gib(device)
+    if dist.is_available() and dist.is_initialized():
+        t = torch.tensor([peak], dtype=torch.float64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        peak = float(t.item())
+    logged = log.values["step_seconds"]
+    step, timed = median_step_seconds(log.stamps, logged[1:] if len(logged) > 2 else logged)
+    phases = {name: statistics.median(log.values[key]) for key, name in PHASE_KEYS.items() if log.values[key]}
+    tokens = log.values["tokens_per_s"]
+    return MeasuredPerf(step_seconds=step, steps_timed=timed, phases=phases,
+                        tokens_per_s=statistics.median(tokens) if tokens else None, peak_memory_gib=peak,
+                        peak_memory_kind=kind,  # type: ignore[arg-type]
+                        wall_seconds=time.time() - log.started, world_size=world_size, device=device.type)
+
+
+def record(log: PerfLog, device: torch.device, world_size: int, job_dir: Any, metrics: Any, is_main: bool) -> None:
+    from gputrain.train.runtime.checkpoint import atomic_write_text
+
+    perf = measure(log, device, world_size)
+    if not is_main:
+        return
+    atomic_write_text(job_dir / PERF_FILE, perf.model_dump_json(indent=2) + "\n")
+    last = log.stamps[-1][0] if log.stamps else 0
+    numbers = {f"perf/{k}": v for k, v in (("step_seconds", perf.step_seconds),
+                                           ("peak_memory_gib", perf.peak_memory_gib)) if v is not None}
+    metrics.log(last, **numbers)
+
+
+def resolve_attention(requested: str, device: torch.device) -> tuple[str, str]:
+    """``auto`` → flash-attn where this node has it and the GPU supports it (compute capability ≥ 8), else
+    sdpa; (choice, reason for the log). Other values pass through."""
+    if requested != "auto":
+        return requested, "as planned"
+    import importlib.util
+
+    if device.type != "cuda":
+        return "sdpa", "no CUDA device"
+    if torch.cuda.get_device_capability(device)[0] < 8:
+        return "sdpa", "GPU predates Ampere"
+    if importlib.util.find_spec("flash_attn") is None:
+        return "sdpa", "flash-attn is not installed on this node"
+    return "flash", "flash-attn installed and supported"
