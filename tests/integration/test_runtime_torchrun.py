@@ -68,7 +68,8 @@ def _losses(job: Path) -> dict[int, float]:
     out: dict[int, float] = {}
     for line in (job / "metrics.jsonl").read_text().splitlines():
         rec = json.loads(line)
-        out[rec["step"]] = rec["loss"]  # a resumed run repeats steps: the last record wins
+        if "loss" in rec:  # not the closing perf/* record (measured step time, peak memory)
+            out[rec["step"]] = rec["loss"]  # a resumed run repeats steps: the last record wins
     return out
 
 

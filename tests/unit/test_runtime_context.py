@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from gputrain.contract.plan import SCHEMA_VERSION  # noqa: E402
 from gputrain.errors import GputrainError  # noqa: E402
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm  # noqa: E402
 from gputrain.recipe.algorithms.selftest import SelftestAlgorithm  # noqa: E402
@@ -38,7 +39,7 @@ def test_missing_or_foreign_plan_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(GputrainError, match="not a gputrain plan"):
         setup_run(["--plan", str(tmp_path / "x.json")])
     (tmp_path / "old.json").write_text(json.dumps({"config": {"train": {"batch_size": 4}}}))
-    with pytest.raises(GputrainError, match="schema version 0 .* reads version 1"):
+    with pytest.raises(GputrainError, match=f"schema version 0 .* reads version {SCHEMA_VERSION}"):
         setup_run(["--plan", str(tmp_path / "old.json")])
 
 

@@ -152,7 +152,7 @@ class PodRun:
         remote = self._remote()
         with open(self.job_dir / "training_output.log", "ab") as log:
             pending = b""
-            last_cost = time.monotonic()
+            last_cost = time.monotonic() - 60  # the first output says the cost so far, then once a minute
 
             def on_chunk(chunk: bytes) -> None:
                 nonlocal pending, last_cost
