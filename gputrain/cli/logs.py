@@ -268,8 +268,13 @@ def logs_command(
         if job_dir is not None:
             from gputrain.doctor.annotate import annotate
 
-            annotate(result, job_dir)
+            annotate(result, job_dir, slurm_job_id=_slurm_id(record))
         _print_summary(result, as_json)
+
+
+def _slurm_id(record: JobRecord | None) -> str | None:
+    """The id to ask Slurm's accounting about (the efficiency report), for a Slurm job that ran."""
+    return record.job_id if record is not None and record.backend == "slurm" else None
 
 
 def _print_fix(summary: dict[str, Any], job_dir: Path, record: JobRecord | None, as_json: bool) -> None:
@@ -279,7 +284,7 @@ def _print_fix(summary: dict[str, Any], job_dir: Path, record: JobRecord | None,
     from gputrain.logs.display import safe_lines
     from gputrain.logs.report import headline
 
-    remedy = annotate(summary, job_dir)
+    remedy = annotate(summary, job_dir, slurm_job_id=_slurm_id(record))
     plan = job_plan(job_dir)
     ref = record.job_id if record is not None else str(job_dir)
     command = rerun_command(plan, remedy, ref) if plan is not None and remedy is not None else None

@@ -31,6 +31,10 @@ class MeasuredPerf(BaseModel):
     peak_memory_gib: float | None = Field(default=None, description="largest over ranks")
     peak_memory_kind: Literal["cuda_max_allocated", "rss", "none"] = "none"
     wall_seconds: float | None = Field(default=None, description="set-up to close, whole run")
+    cpu_seconds: float | None = Field(default=None, description="user + system CPU time, summed over the ranks "
+                                      "and the processes they waited for (data workers, sandbox)")
+    host_rss_gib: float | None = Field(default=None, description="peak resident memory summed over the ranks "
+                                       "(an upper bound of the host memory the job held at once)")
     world_size: int = 1
     device: str = ""
 

@@ -47,8 +47,12 @@ def predicted_vs_measured(summary: dict[str, Any], plan: JobPlan | None) -> dict
     return out
 
 
-def annotate(summary: dict[str, Any], job_dir: Path | None, *, write: bool = True) -> Remedy | None:
-    """Fill the remedy and predicted-vs-measured slots of ``summary`` (in place); rewrite its files."""
+def annotate(summary: dict[str, Any], job_dir: Path | None, *, write: bool = True,
+             slurm_job_id: str | None = None) -> Remedy | None:
+    """Fill the remedy, predicted-vs-measured and efficiency slots of ``summary`` (in place); rewrite its
+    files. ``slurm_job_id``: ask Slurm's accounting for the efficiency report (the job's own figures else)."""
+    from gputrain.doctor.efficiency import efficiency
+
     plan = job_plan(job_dir)
     remedy = prescribe(summary, plan)
     if remedy is not None and isinstance(summary.get("root_cause"), dict):
@@ -56,7 +60,16 @@ def annotate(summary: dict[str, Any], job_dir: Path | None, *, write: bool = Tru
     compared = predicted_vs_measured(summary, plan)
     if compared:
         summary["predicted_vs_measured"] = compared
-    if write and job_dir is not None and (remedy is not None or compared) and (job_dir / "summary.json").is_file():
+    usage = None
+    if slurm_job_id is not None and summary.get("state") not in ("RUNNING", "PENDING"):
+        from gputrain.backends.slurm_accounting import sacct_usage
+
+        usage = sacct_usage(slurm_job_id)
+    report = efficiency(summary, job_dir, plan, usage)
+    if report is not None:
+        summary["efficiency"] = report
+    if write and job_dir is not None and (remedy is not None or compared or report) \
+            and (job_dir / "summary.json").is_file():
         from gputrain.logs.report import render_text
         from gputrain.logs.summarize import atomic_write
 

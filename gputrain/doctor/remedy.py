@@ -20,6 +20,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gputrain.render.sbatch import time_seconds
+
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
 
@@ -157,8 +159,8 @@ def _time_limit(summary: dict[str, Any], plan: JobPlan | None) -> Remedy:
     figures = {"steps_done": done, "steps_planned": planned, "steps_per_hour": round(float(rate), 2),
                "seconds_needed": seconds}
     limit = plan.cluster.max_time if plan is not None and plan.cluster is not None else None
-    if limit and seconds > _seconds(limit):
-        parts = math.ceil(seconds / _seconds(limit))
+    if limit and seconds > time_seconds(limit):
+        parts = math.ceil(seconds / time_seconds(limit))
         return Remedy("time_limit", f"{left} steps left at {rate:.0f} steps/h need ~{_hms(seconds)}, more than the "
                       f"cluster's {limit}: run {parts} jobs of {limit} (each resumes from the last checkpoint)",
                       overrides=[f"resources.time={limit}"], figures=figures | {"jobs": parts})
@@ -222,12 +224,6 @@ def _literal(value: Any) -> str:
     if isinstance(value, str) and _PLAIN.match(value):
         return value
     return json.dumps(value)
-
-
-def _seconds(hms: str) -> int:
-    days, _, rest = hms.rpartition("-")
-    h, m, s = (int(x) for x in rest.split(":"))
-    return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
 
 
 def _hms(seconds: float) -> str:

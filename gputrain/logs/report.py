@@ -107,6 +107,8 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("fix", f"{remedy['text']} (the command: gputrain logs JOB --fix)"))
     for key, pair in (summary.get("predicted_vs_measured") or {}).items():
         rows.append(("predicted", f"{key} {fmt_num(pair['predicted'])} vs measured {fmt_num(pair['measured'])}"))
+    if summary.get("efficiency"):
+        rows.append(("efficiency", efficiency_line(summary["efficiency"])))
     if summary.get("sampled"):
         skipped = summary["sampled"]["bytes_skipped"] / 2**20
         rows.append(("note", f"large dense log: sampled ({skipped:,.0f} MiB of metric lines not read); "
@@ -115,6 +117,31 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         nums = {k: v for k, v in summary["result"].items() if isinstance(v, (int, float))}
         rows.append(("result", "  ".join(f"{k} {fmt_num(v)}" for k, v in list(nums.items())[:6])))
     return rows
+
+
+def efficiency_line(report: dict[str, Any]) -> str:
+    """The summary's ``efficiency`` row (``gputrain.doctor.efficiency`` fills the report), like ``seff``:
+    ``elapsed 0:12:30 (21 % of 1:00:00), CPU 38 % of 8 cores, memory peak 3.10 GiB (19 % of 16 GiB)``."""
+
+    def hms(seconds: float) -> str:
+        s = round(seconds)
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f} %"
+
+    parts = [f"elapsed {hms(report['elapsed_s'])}"
+             + (f" ({pct(report['time_used'])} of {hms(report['time_limit_s'])})" if report["time_used"] else "")]
+    if report["cpu_efficiency"] is not None:
+        parts.append(f"CPU {pct(report['cpu_efficiency'])} of {report['cpus']} cores")
+    if report["memory_peak_gib"] is not None:
+        held = f"memory peak {report['memory_peak_gib']:.2f} GiB"
+        if report["memory_efficiency"] is not None:
+            held += f" ({pct(report['memory_efficiency'])} of {report['memory_gib']} GiB)"
+        parts.append(held)
+    if report["gpu_hours"]:
+        parts.append(f"{report['gpu_hours']:.2f} GPU hours")
+    return ", ".join(parts) + f" [{report['source']}]"
 
 
 def metric_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:

@@ -161,7 +161,8 @@ def default_hf_home(cluster: ClusterProfile | None, environ: Mapping[str, str]) 
     return os.path.abspath(os.path.expanduser(os.path.expandvars(raw)))
 
 
-def _seconds(hms: str) -> int:
+def time_seconds(hms: str) -> int:
+    """A Slurm time limit (``[D-]HH:MM:SS``) in seconds."""
     days, _, rest = hms.rpartition("-")
     h, m, s = (int(x) for x in rest.split(":"))
     return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
@@ -203,7 +204,7 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "gres_option": gres,
         "memory_gb": memory,
         "time": _directive("time", time),
-        "time_seconds": _seconds(time),
+        "time_seconds": time_seconds(time),
         "site_options": site,
         "submit_options": opts.directives(),
         "array": _array(inputs.array),
@@ -258,7 +259,7 @@ def _shape(plan: JobPlan) -> dict[str, tuple[Any, Any]]:
     profile = plan.cluster or ClusterProfile(name="default")
     res = plan.recipe.resources
     out: dict[str, tuple[Any, Any]] = {}
-    capped = profile.max_time and _seconds(res.time) > _seconds(profile.max_time)
+    capped = profile.max_time and time_seconds(res.time) > time_seconds(profile.max_time)
     out["time"] = (profile.max_time, res.time) if capped else (res.time, None)
     for name in ("cpus_per_gpu", "memory_gb"):
         asked, most = getattr(res, name), getattr(profile, name)

@@ -41,6 +41,16 @@ def test_plan_uses_the_measured_cpu_run(tmp_path: Path) -> None:
     assert perf["step_seconds"] > 0 and perf["peak_memory_kind"] == "rss" and perf["peak_memory_gib"] > 0.1
     metrics = [json.loads(line) for line in (job_dir / "metrics.jsonl").read_text().splitlines()]
     assert any("perf/step_seconds" in m for m in metrics)
+    # what the two ranks used, summed: the efficiency report's usage where Slurm has no accounting
+    assert perf["cpu_seconds"] > 0 and perf["host_rss_gib"] >= perf["peak_memory_gib"]
+    shown = json.loads(_gputrain(tmp_path, "logs", str(job_dir), "--json").stdout)["efficiency"]
+    assert shown["source"] == "job (perf.json)" and shown["cpu_seconds"] == perf["cpu_seconds"]
+    per_rank = json.loads((job_dir / "plan.json").read_text())["recipe"]["resources"]["cpus_per_gpu"]
+    assert shown["cpus"] == 2 * per_rank and shown["gpu_hours"] == 0  # 2 ranks; CPU ranks are no GPUs
+    assert 0 < shown["cpu_efficiency"] == pytest.approx(
+        perf["cpu_seconds"] / (shown["cpus"] * shown["elapsed_s"]), rel=0.01)
+    assert shown["memory_peak_gib"] == perf["host_rss_gib"] and shown["memory_gib"] == 8  # the profile's 8 GB
+    assert "efficiency" in _gputrain(tmp_path, "logs", str(job_dir), "--summary").stdout
 
     after = json.loads(_gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2", *SETS, "--json").stdout)
     cal = after["estimate"]["calibration"]

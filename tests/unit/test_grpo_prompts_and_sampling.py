@@ -85,3 +85,21 @@ def test_hf_generate_ignores_the_checkpoints_sampling_settings() -> None:
     got = roll.completion_ids[0][roll.completion_mask[0].bool()].tolist()
     assert got == expected
     assert model.generation_config.repetition_penalty == 50.0  # the model's own config is left as it was
+
+
+def test_prompts_cut_to_max_prompt_length_are_said_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """Left truncation drops a task's beginning (the toy code task's constant): it used to happen silently."""
+    from gputrain.train.grpo import rollout
+
+    _, tok = _tiny()
+    rollout._WARNED_CUT.clear()
+    text = "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+    n = len(tok(text, add_special_tokens=False)["input_ids"])
+    ids, _ = rollout.tokenize_prompts(tok, [text], n, CPU, add_special_tokens=False)
+    assert ids.shape[1] == n and "warning" not in capsys.readouterr().err  # fits exactly: no word
+    ids, _ = rollout.tokenize_prompts(tok, [text, "2"], n - 3, CPU, add_special_tokens=False)
+    assert ids.shape[1] == n - 3
+    assert f"1 of 2 prompts are longer than algorithm.max_prompt_length={n - 3} tokens (longest {n})" \
+        in capsys.readouterr().err
+    rollout.tokenize_prompts(tok, [text], n - 3, CPU, add_special_tokens=False)
+    assert capsys.readouterr().err == ""  # once per run

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,11 +90,28 @@ class Rollout:
         return torch.cat([self.prompt_mask, self.completion_mask], dim=1)
 
 
+_WARNED_CUT: set[int] = set()
+
+
+def _warn_if_cut(tokenizer: Any, prompts: list[str], max_len: int, add_special_tokens: bool) -> None:
+    """Say once per run when prompts are cut to ``max_prompt_length`` (from the left: the task's start goes
+    first, which silently turns a task into another)."""
+    if max_len in _WARNED_CUT:
+        return
+    lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=add_special_tokens)["input_ids"]]
+    over = sum(n > max_len for n in lengths)
+    if over:
+        _WARNED_CUT.add(max_len)
+        print(f"[grpo] warning: {over} of {len(prompts)} prompts are longer than algorithm.max_prompt_length="
+              f"{max_len} tokens (longest {max(lengths)}): their beginnings are cut", file=sys.stderr, flush=True)
+
+
 def tokenize_prompts(
     tokenizer: Any, prompts: list[str], max_len: int, device: torch.device, add_special_tokens: bool = True
 ) -> Any:
     tokenizer.padding_side = "left"
     tokenizer.truncation_side = "left"
+    _warn_if_cut(tokenizer, prompts, max_len, add_special_tokens)
     enc = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True, max_length=max_len,
                     add_special_tokens=add_special_tokens)
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)

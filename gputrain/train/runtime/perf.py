@@ -45,13 +45,25 @@ def _peak_gib(device: torch.device) -> tuple[float, str]:
     return kib / (1024**3 if sys.platform == "darwin" else 1024**2), "rss"
 
 
+def _host_usage() -> tuple[float, float]:
+    """(CPU seconds, peak resident GiB) of this rank: itself and the children it waited for."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    unit = 1024**3 if sys.platform == "darwin" else 1024**2
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, max(own.ru_maxrss, kids.ru_maxrss) / unit
+
+
 def measure(log: PerfLog, device: torch.device, world_size: int) -> MeasuredPerf:
-    """Every rank calls this (the peak is reduced over ranks); rank 0's log holds the timings."""
+    """Every rank calls this (the peak is reduced over ranks, CPU time and host memory summed); rank 0's
+    log holds the timings."""
     peak, kind = _peak_gib(device)
+    cpu, rss = _host_usage()
     if dist.is_available() and dist.is_initialized():
         t = torch.tensor([peak], dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         peak = float(t.item())
+        u = torch.tensor([cpu, rss], dtype=torch.float64, device=device)
+        dist.all_reduce(u, op=dist.ReduceOp.SUM)
+        cpu, rss = (float(v) for v in u.tolist())
     logged = log.values["step_seconds"]
     step, timed = median_step_seconds(log.stamps, logged[1:] if len(logged) > 2 else logged)
     phases = {name: statistics.median(log.values[key]) for key, name in PHASE_KEYS.items() if log.values[key]}
@@ -59,7 +71,8 @@ def measure(log: PerfLog, device: torch.device, world_size: int) -> MeasuredPerf
     return MeasuredPerf(step_seconds=step, steps_timed=timed, phases=phases,
                         tokens_per_s=statistics.median(tokens) if tokens else None, peak_memory_gib=peak,
                         peak_memory_kind=kind,  # type: ignore[arg-type]
-                        wall_seconds=time.time() - log.started, world_size=world_size, device=device.type)
+                        wall_seconds=time.time() - log.started, world_size=world_size, device=device.type,
+                        cpu_seconds=round(cpu, 3), host_rss_gib=round(rss, 4))
 
 
 def record(log: PerfLog, device: torch.device, world_size: int, job_dir: Any, metrics: Any, is_main: bool) -> None:
