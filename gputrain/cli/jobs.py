@@ -12,6 +12,7 @@ error, and nothing is passed to a scheduler for it. The backend comes from the r
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -64,6 +65,36 @@ def _sweep_matches(record: JobRecord, wanted: str) -> bool:
     return any(p == wanted or p.partition("=")[0] == wanted for p in point)
 
 
+def sweep_table(records: list[JobRecord], metric: str | None) -> tuple[list[str], list[tuple[Any, ...]], str | None]:
+    """The sweep summary: one row per point (its values, state, steps) with ``metric``'s last and best value
+    from the point's logs (the first of loss, val_loss, reward_mean the points log when none is named)."""
+    from gputrain.logs.summarize import summarize
+
+    summaries = []
+    for r in records:
+        job_dir = Path(r.job_dir) if r.job_dir else None
+        summaries.append(summarize(job_dir) if job_dir is not None and job_dir.is_dir() else None)
+    if metric is None:
+        logged = {k for s in summaries if s for k in s["metrics"]}
+        metric = next((k for k in ("val_loss", "eval/pass_rate", "reward_mean", "loss") if k in logged), None)
+    header = ["job", "point", "state", "steps", f"{metric} last", f"{metric} best"] if metric else \
+        ["job", "point", "state", "steps"]
+    rows: list[tuple[Any, ...]] = []
+    for r, s in zip(records, summaries, strict=True):
+        point = " ".join(str(p) for p in (r.extra or {}).get("sweep") or [])
+        steps = (s or {}).get("steps", {}).get("done")
+        row: tuple[Any, ...] = (r.job_id, point, r.state, "" if steps is None else steps)
+        if metric:
+            m = (s or {}).get("metrics", {}).get(metric)
+            row += (_num(m["last"]) if m else "", _num(m["best"]) if m and m["best"] is not None else "")
+        rows.append(row)
+    return header, rows, metric
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def jobs(
     limit: Annotated[int, typer.Option("--limit", "-n", help="how many, newest first", min=1)] = 20,
     state: Annotated[str | None, typer.Option("--state", help="only jobs in this state (RUNNING, FAILED, ...)")] = None,
@@ -71,6 +102,8 @@ def jobs(
     recipe: Annotated[str | None, typer.Option("--recipe", help="only jobs of this recipe (by name)")] = None,
     sweep: Annotated[str | None, typer.Option(
         "--sweep", help="only points of a --sweep: a field (train.seed) or one value (train.seed=1)")] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="with --sweep: one row per point with this metric's last and best value")] = None,
     forget: Annotated[bool, typer.Option(
         "--forget", help="remove the matching finished jobs from the registry (never unfinished ones)")] = False,
     refresh_: Annotated[bool, typer.Option("--refresh/--no-refresh", help="ask each backend for live states")] = True,
@@ -86,6 +119,7 @@ def jobs(
       gputrain jobs
       gputrain jobs --state FAILED --backend slurm --json
       gputrain jobs --sweep train.seed --forget
+      gputrain jobs --sweep 4242 --metric val_loss
     """
     from gputrain.backends.table import BACKENDS, check_backend_name
     from gputrain.registry.store import FINAL_STATES, STATES, JobRegistry
@@ -113,6 +147,11 @@ def jobs(
         print(f"forgot {len(removed)} finished job(s)" + (f"; kept {kept} unfinished" if kept else ""))
         return
     records = records[:limit]
+    if metric is not None and sweep is None:
+        raise UserError("--metric needs --sweep (a sweep id or a swept field)")
+    if metric is not None:
+        print_sweep(records, metric, json_)
+        return
     if json_:
         print(json.dumps([r.to_dict() for r in records], indent=2))
         return
@@ -132,6 +171,18 @@ def jobs(
                      r.created_at.replace("+00:00", "Z"), r.job_dir))
     print_table(["job", "state", "exit", "backend", "cluster", "recipe", "shape", "cost", "created", "folder"],
                 rows, state_column="state")
+
+
+def print_sweep(records: list[JobRecord], metric: str | None, as_json: bool) -> None:
+    from gputrain.cli.output import print_table
+
+    header, rows, metric = sweep_table(sorted(records, key=lambda r: int((r.extra or {}).get("array_task", 0))),
+                                       metric)
+    if as_json:
+        print(json.dumps({"metric": metric, "points": [dict(zip(header, row, strict=True)) for row in rows]},
+                         indent=2))
+        return
+    print_table(header, rows, state_column="state")
 
 
 def status(

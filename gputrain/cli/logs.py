@@ -225,6 +225,8 @@ def logs_command(
         pattern = re.compile(grep) if grep else None
     except re.error as exc:
         raise LogError(f"--grep {grep!r}: invalid regular expression ({exc})", exit_code=2) from None
+    if _sweep_summary(target, as_json):
+        return
     try:
         path, record = resolve_target(target)
     except NotStarted as exc:
@@ -270,6 +272,21 @@ def logs_command(
 
             annotate(result, job_dir, slurm_job_id=_slurm_id(record))
         _print_summary(result, as_json)
+
+
+def _sweep_summary(target: str, as_json: bool) -> bool:
+    """``gputrain logs SWEEP_ID``: the sweep's table (one row per point) instead of one job's log."""
+    if Path(target).exists() or not target.isdigit():
+        return False
+    from gputrain.cli.jobs import print_sweep, refresh, sweep_tasks
+    from gputrain.registry.store import JobRegistry
+
+    registry = JobRegistry()
+    points = sweep_tasks(registry, target)
+    if not points:
+        return False
+    print_sweep(refresh(points, registry), None, as_json)
+    return True
 
 
 def _slurm_id(record: JobRecord | None) -> str | None:

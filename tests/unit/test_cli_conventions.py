@@ -43,6 +43,7 @@ def cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.
 # (id, arguments, extra environment, exit code, fragment of the message); "{tmp}" is the test's tmp_path.
 USER_ERRORS = [
     ("malformed recipe", ["plan", str(DATA / "recipes" / "bad_type.yaml"), "--gpu", "cpu"], {}, "train.batch_size"),
+    ("metric without a sweep", ["jobs", "--metric", "loss"], {}, "--metric needs --sweep"),
     ("unknown recipe name", ["plan", "gnn_colouring", "--gpu", "cpu"], {}, "did you mean gnn_coloring?"),
     ("unknown recipe file", ["plan", str(RECIPES / "gnn_colorng.yaml"), "--gpu", "cpu"], {},
      f"did you mean {RECIPES / 'gnn_coloring.yaml'}?"),
