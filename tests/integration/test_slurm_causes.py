@@ -267,9 +267,10 @@ def test_four_point_sweep_is_one_throttled_array_and_one_cancel_ends_it(profiles
     for row in rows:
         assert wait_for(profiles, row["job_id"], FINAL, timeout=90)["state"] == "CANCELLED"
     # the sweep summary: one row per point with its values and the named metric (the point that ran has it)
-    table = json.loads(gt(profiles, "jobs", "--sweep", sweep_id, "--metric", "loss", "--json").stdout)
-    assert table["metric"] == "loss" and [p["point"] for p in table["points"]] == [f"train.seed={i}" for i in range(4)]
-    assert table["points"][0]["loss last"] != "" and {p["state"] for p in table["points"]} == {"CANCELLED"}
+    table = json.loads(gt(profiles, "jobs", "--sweep", sweep_id, "--metric", "busbw_gbps", "--json").stdout)
+    assert table["metric"] == "busbw_gbps"
+    assert [p["point"] for p in table["points"]] == [f"train.seed={i}" for i in range(4)]
+    assert table["points"][0]["busbw_gbps last"] != "" and {p["state"] for p in table["points"]} == {"CANCELLED"}
     assert json.loads(gt(profiles, "logs", sweep_id, "--json").stdout)["points"][0]["job"] == f"{sweep_id}_0"
     queue = subprocess.run(["squeue", "-h", "-r", "-j", sweep_id], capture_output=True, text=True).stdout
     assert queue.strip() == ""
