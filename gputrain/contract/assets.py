@@ -29,6 +29,8 @@ class HubItem(BaseModel):
     config: str | None = Field(default=None, description="dataset configuration (subset), if any")
     splits: tuple[str, ...] = Field(default=(), description="dataset splits the training reads")
     revision: str = Field(default="main", description="branch, tag or commit asked for")
+    files: Literal["all", "tokenizer"] = Field(
+        default="all", description="of a model: every file the training loads, or only its tokenizer and config")
 
     @field_validator("repo")
     @classmethod
@@ -41,7 +43,8 @@ class HubItem(BaseModel):
     def label(self) -> str:
         """How messages name it: ``model Qwen/X`` or ``dataset org/mbpp (config main)``."""
         extra = f" (config {self.config})" if self.config else ""
-        return f"{self.kind} {self.repo}{extra}"
+        what = "tokenizer" if self.files == "tokenizer" else self.kind
+        return f"{what} {self.repo}{extra}"
 
 
 class PinnedFile(BaseModel):

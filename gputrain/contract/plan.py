@@ -31,11 +31,12 @@ from gputrain.errors import PlanFileError
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the plan contract; plan.json files of earlier gputrain versions (no ``schema_version``,
 a ``config`` object) count as version 0. Version 2: the planner's workload estimate; version 3 added
 ``offline`` (hub commits pinned by ``gputrain prepare``); version 4: the GRPO algorithm's prompt format,
-length gate, entropy bonus and vLLM importance-sampling settings."""
+length gate, entropy bonus and vLLM importance-sampling settings; version 5: the cluster profile's
+preemption signal and per-cause requeue limit, and pinned hub items that are a model's tokenizer only."""
 
 Target = Literal["local", "slurm", "docker"]
 Precision = Literal["bf16", "fp16", "fp32"]

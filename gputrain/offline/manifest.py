@@ -48,7 +48,7 @@ def record(cache_dir: str | Path, pinned: PinnedRepo) -> None:
 
 
 def _same(a: HubItem, b: HubItem) -> bool:
-    return (a.kind, a.repo, a.config, a.revision) == (b.kind, b.repo, b.config, b.revision)
+    return (a.kind, a.repo, a.config, a.revision, a.files) == (b.kind, b.repo, b.config, b.revision, b.files)
 
 
 def snapshot_dir(cache_dir: str | Path, pinned: PinnedRepo) -> Path:

@@ -26,6 +26,8 @@ BUILTIN_MODELS = frozenset({"tiny-qwen2", "tiny"})
 BUILTIN_SOURCES = frozenset({"generated", "humaneval"})
 #: Dataset configurations the loaders pick for a hub name (gputrain.train.math_rl.data.HUB_CONFIGS).
 HUB_CONFIGS = {"openai/gsm8k": "main", "gsm8k": "main"}
+#: The tokenizer the diffusion trainings read (gputrain.train.diffusion.data.GPT2Tokenizer).
+DIFFUSION_TOKENIZER = "gpt2"
 DEFAULT_SPLITS = {"grpo_code": "test", "bd3lm": "train", "hdp": "train"}
 
 
@@ -42,6 +44,9 @@ def hub_items(plan: JobPlan) -> list[HubItem]:
     model = recipe.model.name
     if recipe.entrypoint in HUB_MODEL_ENTRYPOINTS and model.lower() not in BUILTIN_MODELS and _is_hub_name(model):
         items.append(HubItem(kind="model", repo=model))
+    if recipe.entrypoint in ("bd3lm", "hdp") and getattr(recipe.algorithm, "tokenizer", "bytes") != "bytes":
+        # GPT-2's vocabulary (the guides' setting; ``auto`` uses it when it is on disk, never downloading it)
+        items.append(HubItem(kind="model", repo=DIFFUSION_TOKENIZER, files="tokenizer"))
     source = recipe.data.source
     if recipe.data.format != "generated" and source not in BUILTIN_SOURCES and _is_hub_name(source):
         repo, _, config = source.partition(":")

@@ -42,9 +42,14 @@ class PrepareResult:
     verified: int
 
 
-def choose_files(kind: str, config: str | None, siblings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The files of a repository the training reads, from the hub's file list."""
+def choose_files(kind: str, config: str | None, siblings: list[dict[str, Any]],
+                 files: str = "all") -> list[dict[str, Any]]:
+    """The files of a repository the training reads, from the hub's file list (``files="tokenizer"``: a
+    model's tokenizer and config only, for a job that builds its own network on that vocabulary)."""
     names = [s["path"] for s in siblings]
+    if kind == "model" and files == "tokenizer":
+        top = [s for s in siblings if "/" not in s["path"]]
+        return sorted((s for s in top if any(fnmatch(s["path"], pat) for pat in MODEL_FILES)), key=lambda s: s["path"])
     if kind == "model":
         top = [s for s in siblings if "/" not in s["path"]]
         weights = [s for s in top if s["path"].endswith((".safetensors", ".safetensors.index.json"))]
@@ -112,7 +117,7 @@ def prepare_item(item: HubItem, cache_dir: str, *, verify_all: bool = False,
 
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT"))
     commit, siblings = _repo_info(api, item)
-    chosen = choose_files(item.kind, item.config, siblings)
+    chosen = choose_files(item.kind, item.config, siblings, item.files)
     if not chosen:
         raise UserError(f"{item.label}: the hub lists no file the training would load at {commit[:10]}")
     files = tuple(PinnedFile(path=s["path"], size=s["size"], sha256=s["sha256"], blob_id=s["blob_id"])

@@ -127,9 +127,10 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             url = urllib.parse.urlsplit(self.path)
             parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/")]
             query = urllib.parse.parse_qs(url.query)
-            if parts[:1] == ["api"] and len(parts) >= 4 and parts[1] in ("models", "datasets"):
+            if parts[:1] == ["api"] and len(parts) >= 3 and parts[1] in ("models", "datasets"):
                 kind = parts[1][:-1]
-                repo_id, rest = "/".join(parts[2:4]), parts[4:]
+                width = 1 if (kind, parts[2]) in hub.repos else 2  # legacy ids without an owner: gpt2
+                repo_id, rest = "/".join(parts[2:2 + width]), parts[2 + width:]
                 if self.command == "POST" and rest[:1] == ["paths-info"] and len(rest) == 2:
                     return self._paths_info(kind, repo_id, rest[1])
                 if not rest:
@@ -141,6 +142,8 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             kind = "model"
             if parts[:1] == ["datasets"]:
                 kind, parts = "dataset", parts[1:]
+            if len(parts) >= 4 and parts[1] == "resolve" and (kind, parts[0]) in hub.repos:
+                return self._resolve(kind, parts[0], parts[2], "/".join(parts[3:]), body)
             if len(parts) >= 5 and parts[2] == "resolve":
                 return self._resolve(kind, "/".join(parts[:2]), parts[3], "/".join(parts[4:]), body)
             hub.unhandled.append((self.command, self.path))

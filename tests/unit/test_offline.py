@@ -194,3 +194,28 @@ def test_prepare_fetches_pins_and_verifies_then_fetches_nothing(tmp_path: Path, 
     assert json.loads(third.stdout)["repos"][0]["downloaded"] == ["model.safetensors"]
     assert hashlib.sha256(weights.read_bytes()).hexdigest() == hub.repos[("model", MODEL_REPO)].files[
         "model.safetensors"].sha256
+
+
+def test_diffusion_prepare_fetches_the_gpt2_tokenizer_only_and_the_job_reads_it_offline(tmp_path: Path) -> None:
+    """BD3-LM's ``tokenizer: auto`` silently trained on bytes where GPT-2 was not on disk (an offline node):
+    ``prepare`` now fetches GPT-2's tokenizer (not its weights) and the training loads it at the pinned commit."""
+    recipe = tmp_path / "bd3.yaml"
+    data = yaml.safe_load((ROOT / "recipes" / "bd3lm_gsm8k.yaml").read_text())
+    data["data"] = {"source": "generated", "format": "generated"}
+    data["train"]["precision"] = "auto"  # the recipe asks bf16 (H200); SuperCloud's V100 has fp16
+    recipe.write_text(yaml.safe_dump(data))
+    assert [(i.repo, i.files) for i in hub_items(make_plan(recipe, cluster="supercloud", target="slurm",
+                                                           check_memory=False))] == [("gpt2", "tokenizer")]
+    cache = tmp_path / "cache"
+    with HubServer({("model", "gpt2"): tiny_model_repo(tmp_path / "gpt2")}) as hub:
+        out = _cli("prepare", str(recipe), "--cluster", "supercloud", "--cache-dir", str(cache), "--json",
+                   env={"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "other")})
+        assert out.returncode == 0, out.stderr
+        (repo,) = json.loads(out.stdout)["repos"]
+        assert "model.safetensors" not in repo["downloaded"] and "tokenizer.json" in repo["downloaded"]
+        assert not any(d.endswith("model.safetensors") for d in hub.downloads())
+    code = ("from gputrain.train.diffusion.data import load_tokenizer\n"
+            f"t = load_tokenizer('auto', revision={repo['commit']!r}); print(t.name, t.vocab_size)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HOME": str(cache), "HF_HUB_OFFLINE": "1"}
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert loaded.stdout.split()[0] == "gpt2", loaded.stderr[-2000:]

@@ -51,10 +51,11 @@ class GPT2Tokenizer:
 
     name = "gpt2"
 
-    def __init__(self) -> None:
+    def __init__(self, revision: str | None = None) -> None:
         from transformers import AutoTokenizer
 
-        self._tok = AutoTokenizer.from_pretrained("gpt2", local_files_only=True)
+        # revision: the commit ``gputrain prepare`` pinned (offline clusters); never a download either way
+        self._tok = AutoTokenizer.from_pretrained("gpt2", local_files_only=True, revision=revision)
         self.eos_id = int(self._tok.eos_token_id)
         self.mask_id = len(self._tok)
         self.vocab_size = self.mask_id + 1
@@ -66,12 +67,13 @@ class GPT2Tokenizer:
         return str(self._tok.decode([i for i in ids if i < self.mask_id]))
 
 
-def load_tokenizer(kind: str = "auto") -> Tokenizer:
-    """``gpt2`` (local files), ``bytes``, or ``auto``: GPT-2 if it is on disk, bytes otherwise."""
+def load_tokenizer(kind: str = "auto", revision: str | None = None) -> Tokenizer:
+    """``gpt2`` (local files), ``bytes``, or ``auto``: GPT-2 if it is on disk, bytes otherwise (the run's
+    log says which: the vocabulary changes every NELBO figure)."""
     if kind == "bytes":
         return ByteTokenizer()
     try:
-        return GPT2Tokenizer()
+        return GPT2Tokenizer(revision)
     except (OSError, ValueError, ImportError) as exc:
         if kind == "gpt2":
             raise GputrainError(f"tokenizer gpt2: not available locally ({type(exc).__name__})") from None
