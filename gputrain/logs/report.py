@@ -116,6 +116,11 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary.get("result"):
         nums = {k: v for k, v in summary["result"].items() if isinstance(v, (int, float))}
         rows.append(("result", "  ".join(f"{k} {fmt_num(v)}" for k, v in list(nums.items())[:6])))
+        # the training's own warnings about its numbers (RL: a reward won by empty output, a summed reward
+        # rising while its parts fall), one row each: a person must not miss them in ten seconds
+        flags = summary["result"].get("flags")
+        for flag in flags if isinstance(flags, list) else []:
+            rows.append(("warning", str(flag)))
     return rows
 
 

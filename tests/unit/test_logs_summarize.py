@@ -212,3 +212,16 @@ def test_a_plan_json_it_cannot_read_gives_a_summary_without_plan_facts(
     assert (s["state"], s["cause"]) == ("FAILED", "cuda_oom")
     assert s["hardware"] is None and s["cost"]["usd"] is None and s["name"] == job.name
     assert "not a gputrain plan (no schema_version) (summary without plan information)" in capsys.readouterr().err
+
+
+def test_a_trainings_flags_are_warning_rows_of_the_text_summary(tmp_path: Path) -> None:
+    """RL runs flag numbers that rose for the wrong reason in result.json; the summary used to drop them."""
+    from gputrain.logs.report import render_text
+
+    (tmp_path / "training_output.log").write_text("step 1 loss 1.0\n")
+    flag = "summed reward rose (0.270 -> 0.810) while correctness fell: the gain comes from length"
+    (tmp_path / "result.json").write_text(json.dumps({"steps": 1, "flags": [flag]}))
+    text = render_text(summarize(tmp_path, final=True, exit_code=0))
+    assert any(line.split()[:1] == ["warning"] and flag in line for line in text.splitlines()), text
+    (tmp_path / "result.json").write_text(json.dumps({"steps": 1, "flags": []}))
+    assert "warning" not in render_text(summarize(tmp_path, final=True, exit_code=0))
