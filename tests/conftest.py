@@ -6,6 +6,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,43 @@ def require_tool(name: str) -> str:
             pytest.fail(f"{name} is required under CI=true but is not on PATH")
         pytest.skip(f"{name} not installed")
     return path
+
+
+_DESELECTED: list[str] = []
+
+
+def _optional_missing(item: pytest.Item) -> str | None:
+    """Why an ``optional_format`` test cannot run here (its library is outside the extras CI installs)."""
+    import importlib.util
+
+    mark = item.get_closest_marker("optional_format")
+    if mark is None:
+        return None
+    module, env = mark.kwargs.get("module"), mark.kwargs.get("env")
+    if module and importlib.util.find_spec(module) is None:
+        return f"{module} not installed (pip install 'gputrain[logformats]')"
+    if env and not os.environ.get(env):
+        return f"{env} not set"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests of optional log formats whose library is absent are deselected, not skipped: nothing that CI
+    is meant to run is ever skipped there, and the summary says what was left out and why."""
+    keep, drop = [], []
+    for item in items:
+        why = _optional_missing(item)
+        (drop if why else keep).append(item)
+        if why:
+            _DESELECTED.append(f"{item.nodeid}: {why}")
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _DESELECTED:
+        terminalreporter.write_line(f"deselected (optional log format): {line}")
 
 
 @pytest.fixture
