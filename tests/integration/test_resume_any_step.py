@@ -49,7 +49,7 @@ CASES = {
                   (5, 6, 8), ("loss",), ()),
     "gdpo": Case("gdpo_deepscaler.yaml", "gputrain.train.gdpo",
                  ("data.train_size=64", "train.max_steps=8", "train.eval_every=4", "train.save_every=1000",
-                  "algorithm.max_completion_length=4", "algorithm.num_generations=4",
+                  "algorithm.max_completion_length=4", "algorithm.length_budget=3", "algorithm.num_generations=4",
                   "train.log_every=1"),
                  (5, 6, 8), ("loss", "reward"), ()),
 }
