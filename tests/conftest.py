@@ -29,23 +29,24 @@ _DESELECTED: list[str] = []
 
 
 def _optional_missing(item: pytest.Item) -> str | None:
-    """Why an ``optional_format`` test cannot run here (its library is outside the extras CI installs)."""
+    """Why an ``optional`` test cannot run here: a library outside the extras CI installs, or a secret or
+    path only a person has (a live RunPod key, a transformers 4 venv)."""
     import importlib.util
 
-    mark = item.get_closest_marker("optional_format")
+    mark = item.get_closest_marker("optional")
     if mark is None:
         return None
-    module, env = mark.kwargs.get("module"), mark.kwargs.get("env")
+    module, env, hint = mark.kwargs.get("module"), mark.kwargs.get("env"), mark.kwargs.get("hint", "")
     if module and importlib.util.find_spec(module) is None:
-        return f"{module} not installed (pip install 'gputrain[logformats]')"
+        return f"{module} not installed" + (f" ({hint})" if hint else "")
     if env and not os.environ.get(env):
-        return f"{env} not set"
+        return f"{env} not set" + (f" ({hint})" if hint else "")
     return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests of optional log formats whose library is absent are deselected, not skipped: nothing that CI
-    is meant to run is ever skipped there, and the summary says what was left out and why."""
+    """``optional`` tests whose library or secret is absent are deselected, not skipped: nothing that CI is
+    meant to run is ever skipped there, and the summary says what was left out and why."""
     keep, drop = [], []
     for item in items:
         why = _optional_missing(item)
@@ -59,7 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _DESELECTED:
-        terminalreporter.write_line(f"deselected (optional log format): {line}")
+        terminalreporter.write_line(f"deselected (optional): {line}")
 
 
 @pytest.fixture

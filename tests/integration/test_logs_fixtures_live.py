@@ -5,7 +5,7 @@ release of a library may print differently. Each test here regenerates one fixtu
 and checks that the summary still finds the same metrics, steps and failure as the committed one.
 Libraries of the extras CI installs (transformers, TRL, accelerate, torch, lightning) are required under
 CI=true. DeepSpeed and verl (the ``logformats`` extra) and transformers 4 (its own venv, named by
-GPUTRAIN_HF4_PYTHON) are outside what CI installs: their tests carry ``optional_format`` and are deselected,
+GPUTRAIN_HF4_PYTHON) are outside what CI installs: their tests carry ``optional`` and are deselected,
 with the reason in pytest's summary, where the library is absent (tests/conftest.py); their committed
 fixtures are still read by tests/unit/test_logs_real_formats.py.
 """
@@ -26,6 +26,7 @@ sys.path.insert(0, str(FIXTURES))
 import generate  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+LOGFORMATS = "pip install -e '.[logformats]'"
 
 
 def need(module: str, in_ci_extras: bool) -> None:
@@ -77,17 +78,17 @@ def test_lightning_live(tmp_path: Path) -> None:
     same_shape("lightning_tqdm", tmp_path)
 
 
-@pytest.mark.optional_format(module="deepspeed")
+@pytest.mark.optional(module="deepspeed", hint=LOGFORMATS)
 def test_deepspeed_live(tmp_path: Path) -> None:
     same_shape("deepspeed", tmp_path)
 
 
-@pytest.mark.optional_format(module="verl")
+@pytest.mark.optional(module="verl", hint=LOGFORMATS)
 def test_verl_console_logger_live(tmp_path: Path) -> None:
     same_shape("verl", tmp_path)
 
 
-@pytest.mark.optional_format(env="GPUTRAIN_HF4_PYTHON")
+@pytest.mark.optional(env="GPUTRAIN_HF4_PYTHON", hint="a transformers 4.x venv's python")
 def test_transformers_4_live(tmp_path: Path) -> None:
     """transformers 4 cannot share an interpreter with 5: GPUTRAIN_HF4_PYTHON names a 4.x venv's python."""
     same_shape("hf4", tmp_path, python=os.environ["GPUTRAIN_HF4_PYTHON"])
