@@ -67,7 +67,8 @@ def _sweep_matches(record: JobRecord, wanted: str) -> bool:
 
 def sweep_table(records: list[JobRecord], metric: str | None) -> tuple[list[str], list[tuple[Any, ...]], str | None]:
     """The sweep summary: one row per point (its values, state, steps) with ``metric``'s last and best value
-    from the point's logs (the first of loss, val_loss, reward_mean the points log when none is named)."""
+    from the point's logs (when none is named: the first the points log of val_loss, eval/pass_rate,
+    reward_mean, loss)."""
     from gputrain.logs.summarize import summarize
 
     summaries = []
@@ -146,12 +147,12 @@ def jobs(
             return
         print(f"forgot {len(removed)} finished job(s)" + (f"; kept {kept} unfinished" if kept else ""))
         return
-    records = records[:limit]
     if metric is not None and sweep is None:
         raise UserError("--metric needs --sweep (a sweep id or a swept field)")
     if metric is not None:
-        print_sweep(records, metric, json_)
+        print_sweep(records, metric, json_)  # every point: a sweep's table is not cut at --limit
         return
+    records = records[:limit]
     if json_:
         print(json.dumps([r.to_dict() for r in records], indent=2))
         return
