@@ -13,6 +13,8 @@ from gputrain.backends.slurm import run_slurm
 from gputrain.errors import ClusterError
 
 FIELDS = "JobID,State,Elapsed,TotalCPU,AllocCPUS,MaxRSS,ReqMem,NNodes"
+#: sacct states of a job whose totals are not final
+UNFINISHED = frozenset({"RUNNING", "PENDING", "REQUEUED", "RESIZING", "SUSPENDED"})
 _SIZE = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -51,8 +53,8 @@ def parse_sacct(text: str, job_id: str) -> SchedulerUsage | None:
     CPUs; CPU time summed over the steps (``batch``, ``extern``, ``0``...), the largest step MaxRSS."""
     rows = [line.split("|") for line in text.splitlines() if line.count("|") == FIELDS.count(",")]
     main = next((r for r in rows if r[0] == job_id), None)
-    if main is None:
-        return None
+    if main is None or main[1].split()[0] in UNFINISHED:
+        return None  # asked from inside the job (its final summary): the batch step's CPU time is not in yet
     steps = [r for r in rows if r[0].startswith(job_id + ".")]
     cpu = sum(slurm_seconds(r[3]) for r in steps if r[3]) if steps else slurm_seconds(main[3] or "0")
     rss = [b for r in steps if (b := slurm_bytes(r[5])) is not None]

@@ -40,6 +40,7 @@ def test_sacct_usage_sums_cpu_over_steps_and_takes_the_largest_task_rss() -> Non
     assert usage.max_rss_gib == pytest.approx(2.5)
     assert slurm_bytes("5120K") == 5120 * 1024 and slurm_bytes("") is None
     assert parse_sacct(SACCT, "99") is None
+    assert parse_sacct(SACCT, "4243") is None  # still running (the job's own final summary): not final totals
 
 
 def test_report_uses_the_job_shape_and_sacct(tmp_path: Path) -> None:
