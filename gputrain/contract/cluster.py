@@ -58,7 +58,8 @@ class ClusterProfile(BaseModel):
                                   "(with --nv)")
     container_runtime: Literal["apptainer", "singularity"] = "apptainer"
     staging: bool = Field(default=False, description="copy the job's prepared hub repositories to node-local "
-                          "$TMPDIR before training")
+                          "$TMPDIR before training, and write checkpoints there first (copied into the job "
+                          "folder in the background)")
     gpu_limit: int | None = Field(default=None, ge=1, description="GPUs one user may hold at once (warn above)")
     checkpoint_write_mb_s: float | None = Field(default=None, gt=0, description="checkpoint write speed of the "
                                                 "shared filesystem: sizes the preemption window")

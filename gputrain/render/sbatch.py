@@ -226,6 +226,7 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "python": python_command(plan.cluster, inputs.python),  # words: a container runs it with --nv
         "node_env": node_environment(plan, inputs.hf_home),
         "staged_repos": staged_repos(plan),
+        "checkpoint_stage": bool(profile.staging),
         "omp_threads": int(cpus),
         "debug": inputs.debug,
     }

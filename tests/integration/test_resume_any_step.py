@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,7 @@ class Case:
     stops: tuple[int, int, int]  # an epoch's first batch, mid-epoch, an epoch's last batch
     curves: tuple[str, ...]  # metrics that must match the reference at every step
     result: tuple[str, ...]  # result.json keys that must match
+    staged: bool = False  # checkpoints through node-local staging (GPUTRAIN_CHECKPOINT_STAGE), as on SuperCloud
 
 
 CASES = {
@@ -54,6 +55,9 @@ CASES = {
                  (5, 6, 8), ("loss", "reward"), ()),
 }
 
+#: the same chain with checkpoints staged on "node-local" disk and copied in the background
+CASES["gnn_coloring, staged"] = replace(CASES["gnn_coloring"], staged=True)
+
 
 def _plan(case: Case, path: Path) -> None:
     from gputrain.planner import make_plan
@@ -67,6 +71,9 @@ def _plan(case: Case, path: Path) -> None:
 def _run(case: Case, job: Path, stop_after: int | None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     env.pop("GPUTRAIN_STOP_AFTER_STEPS", None)
+    env.pop("GPUTRAIN_CHECKPOINT_STAGE", None)
+    if case.staged:
+        env["GPUTRAIN_CHECKPOINT_STAGE"] = str(job.parent / f"{job.name}-local")
     if stop_after is not None:
         env["GPUTRAIN_STOP_AFTER_STEPS"] = str(stop_after)
     return subprocess.run([sys.executable, "-m", case.module, "--plan", str(job / "plan.json"), "--job-dir",
@@ -101,6 +108,10 @@ def test_resume_at_first_mid_and_last_batch_equals_uninterrupted(name: str, tmp_
         at = stop
     final = _run(case, job, None)
     assert final.returncode == 0, (final.stdout + final.stderr)[-3000:]
+    if case.staged:  # every staged copy was put in place and its local files removed
+        assert (tmp_path / "resumed-local" / "rank0").is_dir()  # the saves went through the stage
+        assert not list((tmp_path / "resumed-local").glob("rank*/*"))
+        assert not list((job / "checkpoints").glob(".tmp-*"))
 
     expected = _curves(reference, case.curves)
     assert expected and _curves(job, case.curves) == expected

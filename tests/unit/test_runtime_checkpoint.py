@@ -149,3 +149,30 @@ def test_resaving_a_step_cut_between_the_renames_keeps_that_step_loadable(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_00000004"]
     again = mgr.load_latest()
     assert again is not None and again.state["pos"] == "third"
+
+
+def test_staged_save_lands_in_the_job_folder_one_save_later_and_on_flush(tmp_path: Path) -> None:
+    """Staging (SuperCloud's node-local $TMPDIR): a periodic save returns once it is on the local disk and is
+    copied in the background; it becomes loadable at the next save or flush; a preemption's save (wait)
+    is complete before it returns; the staged copy loads to the same tensors."""
+    root, stage = tmp_path / "checkpoints", tmp_path / "local"
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    mgr = CheckpointManager(root, rank=0, world_size=1, keep=2, stage=stage)
+    mgr.save(1, {"model": model, "pos": {"batch": 1}})
+    assert mgr.latest_step() is None  # not yet in place: copies may still be running
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    mgr.save(2, {"model": model, "pos": {"batch": 2}})
+    assert mgr.latest_step() == 1 and not (stage / "rank0" / ".tmp-step_00000001").exists()
+    mgr.flush()
+    assert mgr.latest_step() == 2 and sorted(p.name for p in root.iterdir()) == ["step_00000001", "step_00000002"]
+    mgr.save(3, {"model": model, "pos": {"batch": 3}}, wait=True)
+    assert mgr.latest_step() == 3 and list((stage / "rank0").iterdir()) == []
+    fresh = torch.nn.Linear(4, 3)
+    ckpt = CheckpointManager(root, rank=0, world_size=1).restore({"model": fresh, "pos": {}})
+    assert ckpt is not None and ckpt.state["pos"] == {"batch": 3}
+    assert torch.equal(fresh.weight, model.weight)
+    plain = CheckpointManager(tmp_path / "plain", rank=0, world_size=1)
+    plain.save(1, {"model": model})
+    assert plain.latest_step() == 1  # without staging a save is complete when it returns, as before

@@ -10,6 +10,13 @@ checkpoint as the newest complete one. Saving a step that already exists (an end
 periodic one) first renames the old folder to ``.old-step_…``, which still loads until the new one is in
 place. Older checkpoints are pruned only after the new one is in place.
 The folder must be on a file system all ranks share (always true on one machine; the usual case on Slurm).
+
+Staging (``GPUTRAIN_CHECKPOINT_STAGE``, set by the job script where the cluster profile has ``staging``): a
+periodic save writes each rank's files to that node-local folder (fast), and a background thread per rank
+copies them into ``.tmp-step_…`` on the shared file system while training goes on. The next save, ``flush()``
+(``RunContext.close``) or a save with ``wait=True`` (a preemption's, which must be on the shared file system
+before the job ends) waits for every rank's copy and only then does rank 0 add ``meta.json`` and rename the
+folder into place: what is loadable is the same as without staging, a checkpoint later.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ import json
 import os
 import random
 import shutil
+import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +37,8 @@ import torch
 from gputrain.atomic import write_atomic
 from gputrain.train.runtime import dist as rdist
 
+#: node-local folder for staged checkpoints (the job script sets it where the profile stages)
+STAGE_ENV = "GPUTRAIN_CHECKPOINT_STAGE"
 _PREFIX = "step_"
 _OLD = ".old-"
 
@@ -101,6 +112,38 @@ def _to_saveable(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def checkpoint_stage(environ: Mapping[str, str]) -> Path | None:
+    """The node-local staging folder, or None (unset or empty: checkpoints go straight to the job folder)."""
+    value = environ.get(STAGE_ENV, "").strip()
+    return Path(value) if value else None
+
+
+class _Copy:
+    """A background copy of this rank's staged files into the shared ``.tmp-`` folder (temp name, fsync,
+    rename per file, as every checkpoint file is written)."""
+
+    def __init__(self, step: int, local: Path, shared: Path) -> None:
+        self.step, self.local, self.shared = step, local, shared
+        self.error: str | None = None
+        self.thread = threading.Thread(target=self._run, name=f"checkpoint-copy-{step}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for src in sorted(self.local.iterdir()):
+                part = self.shared / f".{src.name}.part"
+                shutil.copyfile(src, part)
+                with open(part, "rb") as fh:
+                    os.fsync(fh.fileno())
+                os.replace(part, self.shared / src.name)
+        except OSError as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def join(self) -> str | None:
+        self.thread.join()
+        return self.error
+
+
 @dataclass
 class Checkpoint:
     step: int
@@ -117,11 +160,13 @@ class Checkpoint:
 class CheckpointManager:
     """``save(step, state)`` on every rank (it is collective); ``restore(state)`` to resume in place."""
 
-    def __init__(self, root: Path, rank: int, world_size: int, keep: int = 2) -> None:
+    def __init__(self, root: Path, rank: int, world_size: int, keep: int = 2, stage: Path | None = None) -> None:
         self.root = root
         self.rank = rank
         self.world_size = world_size
         self.keep = max(1, keep)
+        self.stage = stage
+        self._pending: _Copy | None = None
 
     def _complete(self) -> list[tuple[int, Path]]:
         found: list[tuple[int, Path]] = []
@@ -141,8 +186,13 @@ class CheckpointManager:
         done = self._complete()
         return done[-1][0] if done else None
 
-    def save(self, step: int, state: dict[str, Any], rank_state: Any = None) -> Path:
-        """Write a checkpoint from all ranks; objects with ``state_dict()`` are saved by their state."""
+    def save(self, step: int, state: dict[str, Any], rank_state: Any = None, *, wait: bool = False) -> Path:
+        """Write a checkpoint from all ranks; objects with ``state_dict()`` are saved by their state.
+
+        Staged (``stage`` set): returns once this rank's files are on the node-local disk; the checkpoint
+        is complete on the shared file system at the next save or :meth:`flush`, or before returning when
+        ``wait`` (a preemption's save)."""
+        self.flush()
         final = self.root / f"{_PREFIX}{step:08d}"
         tmp = self.root / f".tmp-{_PREFIX}{step:08d}"
         if self.rank == 0:
@@ -151,11 +201,40 @@ class CheckpointManager:
                 shutil.rmtree(tmp)
             tmp.mkdir()
         rdist.barrier()
+        # staged: a folder per rank (ranks of one node share its disk), copied into the shared .tmp- folder
+        target = tmp if self.stage is None else self.stage / f"rank{self.rank}" / tmp.name
+        if target is not tmp:
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
         payload = {"rng": rng_state(), "rank_state": rank_state}
-        atomic_torch_save(payload, tmp / f"rank{self.rank}.pt")
+        atomic_torch_save(payload, target / f"rank{self.rank}.pt")
         if self.rank == 0:
-            atomic_torch_save({"step": step, "state": _to_saveable(state)}, tmp / "state.pt")
+            atomic_torch_save({"step": step, "state": _to_saveable(state)}, target / "state.pt")
+        if target is not tmp:
+            self._pending = _Copy(step, target, tmp)
+            if wait:
+                self.flush()
+            return final
         rdist.barrier()
+        self._finalize(step, tmp)
+        return final
+
+    def flush(self) -> None:
+        """Wait for a staged checkpoint's copies on every rank and put it in place (collective; no-op when
+        nothing is pending, which is the same on every rank: they all save the same steps)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        error = pending.join()
+        shutil.rmtree(pending.local, ignore_errors=True)
+        if error is not None:  # this rank fails the run (torchrun ends the others); the last checkpoint stays
+            raise RuntimeError(f"staged checkpoint of step {pending.step} not copied to {self.root}: {error}")
+        rdist.barrier()  # every rank's files are in the shared folder
+        self._finalize(pending.step, pending.shared)
+
+    def _finalize(self, step: int, tmp: Path) -> None:
+        """Rank 0 puts a written ``.tmp-`` folder in place (``meta.json`` last); every rank waits for it."""
+        final = self.root / f"{_PREFIX}{step:08d}"
         if self.rank == 0:
             meta = {"step": step, "world_size": self.world_size, "time": time.time()}
             atomic_write_text(tmp / "meta.json", json.dumps(meta) + "\n")
@@ -170,7 +249,6 @@ class CheckpointManager:
             shutil.rmtree(old, ignore_errors=True)
             self._prune()
         rdist.barrier()
-        return final
 
     def _prune(self) -> None:
         done = self._complete()

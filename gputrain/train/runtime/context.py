@@ -28,7 +28,7 @@ from gputrain.errors import GputrainError
 from gputrain.recipe.schema import Recipe
 from gputrain.train.runtime import dist as rdist
 from gputrain.train.runtime import perf
-from gputrain.train.runtime.checkpoint import CheckpointManager, atomic_write_text
+from gputrain.train.runtime.checkpoint import CheckpointManager, atomic_write_text, checkpoint_stage
 from gputrain.train.runtime.metrics import Metrics
 from gputrain.train.runtime.precision import Precision, make_precision, maybe_compile
 from gputrain.train.runtime.signals import PREEMPTED_FILE, REQUEUE_EXIT_CODE, PreemptionFlag
@@ -207,7 +207,7 @@ class RunContext:
         """Checkpoint on all ranks, write PREEMPTED (rank 0), close, exit 75 so the job gets requeued."""
         self.print0(f"[runtime] stop requested ({self.preemption.signal_name or 'peer'}): saving step {step}")
         started = time.monotonic()
-        self.checkpoints.save(step, state, rank_state=rank_state)
+        self.checkpoints.save(step, state, rank_state=rank_state, wait=True)  # on the shared disk before exit
         seconds = time.monotonic() - started
         if self.is_main:
             info = {"step": step, "signal": self.preemption.signal_name or "peer",
@@ -227,7 +227,9 @@ class RunContext:
         return path
 
     def close(self) -> None:
-        """Record measured cost (``perf.json``: every rank takes part), then close metrics and the group."""
+        """Put a staged checkpoint in place, record measured cost (``perf.json``: every rank takes part),
+        then close metrics and the group."""
+        self.checkpoints.flush()
         try:
             perf.record(self.metrics.perf, self.device, self.world_size, self.job_dir, self.metrics, self.is_main)
         except (OSError, RuntimeError) as exc:  # a measurement must never fail a finished run
@@ -283,7 +285,8 @@ def setup_run(argv: Sequence[str] | None = None) -> RunContext:
         plan=plan,
         job_dir=job_dir,
         precision=precision,
-        checkpoints=CheckpointManager(job_dir / "checkpoints", info.rank, info.world_size, train.keep_checkpoints),
+        checkpoints=CheckpointManager(job_dir / "checkpoints", info.rank, info.world_size, train.keep_checkpoints,
+                                      stage=checkpoint_stage(os.environ)),
         metrics=Metrics(job_dir, plan.recipe, enabled=info.rank == 0),
         preemption=preemption,
         args=rest,
