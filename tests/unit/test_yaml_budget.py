@@ -59,8 +59,15 @@ def test_alias_bomb_is_refused_at_its_line(tmp_path: Path) -> None:
 def test_deep_nesting_is_refused_not_a_crash(tmp_path: Path, depth: int) -> None:
     recipe = tmp_path / "deep.yaml"
     recipe.write_text("name: x\nmodel: " + "[" * depth + "]" * depth + "\n")
-    line = one_line_error(gputrain("validate", str(recipe), cwd=tmp_path))
-    assert f"{recipe}:2:" in line and f"deeper than {MAX_DEPTH} levels" in line
+    proc = gputrain("validate", str(recipe), cwd=tmp_path)
+    line = one_line_error(proc)
+    # The behaviour, not a wording: one line at the right place, exit 2. Which limit speaks first depends on
+    # the YAML library (PyYAML >= 6.0.4's C parser refuses past 1000 levels with its own words before our
+    # event check has seen them all), so the message only has to say it is about nesting.
+    assert proc.returncode == 2
+    assert line.startswith(f"error: {recipe}:2:") and "nest" in line.lower()
+    if depth < 1000:
+        assert f"deeper than {MAX_DEPTH} levels" in line
 
 
 def test_alias_that_nests_deeper_is_counted(tmp_path: Path) -> None:
