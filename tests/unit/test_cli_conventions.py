@@ -198,7 +198,7 @@ def test_shell_completion_completes_lazy_commands_and_their_options(env: dict[st
     assert cli(words).stdout.split() == ["plan"]
     words.update(COMP_WORDS="gputrain plan x --gp", COMP_CWORD="3")
     assert sorted(cli(words).stdout.split()) == ["--gpu", "--gpus"]
-    installed = cli(env, "--install-completion", "bash")
+    installed = cli({**env, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}, "--install-completion", "bash")
     assert installed.returncode == 0, installed.stderr
     assert "gputrain" in (Path(env["HOME"]) / ".bashrc").read_text()
 
