@@ -24,6 +24,7 @@ or its exit code); a consequence, when nothing else is there.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gputrain.logs.classify import classify_line
@@ -62,10 +63,19 @@ _KILLED_RE = re.compile(r"^(?:Killed|.*line \d+:\s+\d+ Killed(?:\s+.*)?)$")
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
+#: Other schedulers' verdicts (PBS/Torque, LSF): the same facts as Slurm's, in their words.
+_OTHER_LIMITS = (
+    (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime"), "time_limit", "TIMEOUT",
+     "the scheduler stopped the job at its time limit"),
+    (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit"), "host_oom", "FAILED",
+     "the scheduler killed the job at its memory limit"),
+)
+_CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
+                       r"(?: \(core dumped\))?\s*$|^Fatal Python error: ")
 #: Exceptions that echo another rank's (or process's) failure rather than cause one.
 _CONSEQUENCES = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "SIGTERM",
                  "See stack trace (above)", "returned non-zero exit status", "terminate called")
-_CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError", "DistBackendError")
+_CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError")
 _OOM_KINDS = ("cuda_oom", "device_oom", "host_oom")
 
 
@@ -82,6 +92,7 @@ class Fatal:
     exception: str | None = None
     message: str | None = None
     group: str = "worker"  # verdict, worker, launcher, consequence
+    recovered: bool = False  # training went on after it (a caught error printed, a warning with a traceback)
     state: str = "FAILED"  # the end state this event shows
     evidence: str = ""
 
@@ -117,6 +128,8 @@ def _kind_of(name: str, message: str) -> str:
         return "fp16_overflow"
     if "EngineDeadError" in name:
         return "vllm_engine"
+    if name.endswith("KeyboardInterrupt"):
+        return "cancelled"
     if "DataLoader worker" in text and ("exited unexpectedly" in text or "Killed" in text):
         return "host_oom"
     if _OOM_RE.search(text):
@@ -159,7 +172,33 @@ def scan(text: str) -> list[Fatal]:
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
+    if out:
+        last = _last_progress(raw)
+        for event in out:
+            went_on = last.get(event.rank, -1) if event.rank is not None else max(last.values(), default=-1)
+            event.recovered = event.line < went_on and event.group in ("worker", "consequence")
     return out
+
+
+def _last_progress(lines: list[str]) -> dict[int | None, int]:
+    """Per rank (None: lines without a rank prefix), the index of the last line where training went on: a
+    metric record of a step not seen before (an HF dict, which carries no step, always counts; a bar redrawn at
+    the same step, as tqdm does when an exception unwinds it, does not). Another rank's progress printed after
+    a rank failed (buffered output of the survivors) does not make that rank's failure a recovered one."""
+    from gputrain.logs.parse import parse_line
+
+    best: dict[int | None, int] = {}
+    last: dict[int | None, int] = {}
+    for index, line in enumerate(lines):
+        if not line.strip() or len(line) > 20000:
+            continue
+        record = parse_line(line)
+        rank = record.rank
+        if record.kind == "metrics" and record.step is None and record.fmt not in ("tqdm", "lightning"):
+            last[rank] = index
+        elif record.kind in ("metrics", "progress") and record.step is not None and record.step > best.get(rank, -1):
+            best[rank], last[rank] = record.step, index
+    return last
 
 
 def _event(index: int, rank: int | None, line: str) -> Fatal | None:
@@ -173,11 +212,22 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
                     "cancelled": "the job was cancelled (scancel)"}[kind]
             return Fatal(kind, f"{what}: {match.group(0)}", index, host=match.group("host"), group="verdict",
                          state=state, evidence=line[:500])
-    if "oom" in line.lower():
+    low = line.lower()
+    if "oom" in low or "out of memory" in low:
         match = _OOM_KILL_RE.search(line)
         if match:
             return Fatal("host_oom", f"killed by the host's OOM killer ({match.group(0)})", index, rank,
                          group="worker", evidence=line[:500])
+        if "OOMKilled" in line or classify_line(line) == "host_oom":  # Kubernetes, the kernel's own line
+            return Fatal("host_oom", f"killed by the host's OOM killer ({line.strip()[:200]})", index, rank,
+                         evidence=line[:500])
+    for pattern, kind, state, what in _OTHER_LIMITS:
+        if pattern.search(line):
+            return Fatal(kind, f"{what}: {line.strip()[:200]}", index, group="verdict" if state != "FAILED" else
+                         "worker", state=state, evidence=line[:500])
+    crash = _CRASH_RE.search(line)
+    if crash:
+        return Fatal("signal", f"the process crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
     if line.startswith("srun: error:"):
         match = _SRUN_TASK_RE.match(line)
         if match:
@@ -260,6 +310,11 @@ def choose(events: list[Fatal], named_rank: int | None = None) -> Fatal | None:
     verdicts = [e for e in events if e.group == "verdict"]
     if verdicts:
         return verdicts[0]
+    live = [e for e in events if not e.recovered]
+    return _choose(live, first) or _choose([e for e in events if e.recovered], first)
+
+
+def _choose(events: list[Fatal], first: Callable[[list[Fatal]], Fatal | None]) -> Fatal | None:
     workers = [e for e in events if e.group == "worker"]
     for pick in (
         [e for e in workers if e.kind in _OOM_KINDS and e.exception],
@@ -300,32 +355,8 @@ def infer_end(text: str) -> tuple[str, str] | None:
         return root.state, root.evidence
     lines = text.splitlines()
     done = next((i for i in range(len(lines) - 1, -1, -1) if any(m in lines[i] for m in _DONE_MARKERS)), None)
-    terminal = root is not None and (root.group == "launcher" or root.kind in _OOM_KINDS
-                                     or not _continued(lines, root.line))
-    if root is not None and terminal and (done is None or root.line > done):
-        return "FAILED", root.evidence or root.headline
+    if root is not None and not root.recovered and (done is None or root.line > done):
+        return ("CANCELLED" if root.kind == "cancelled" else root.state), root.evidence or root.headline
     if done is not None:
         return "COMPLETED", lines[done].strip()[-300:]
     return None
-
-
-def _continued(lines: list[str], index: int, window: int = 2000) -> bool:
-    """Did training go on after line ``index``: a metric record of a later step (a bar redrawn at the same
-    step, as tqdm does when an exception unwinds it, does not count)."""
-    from gputrain.logs.parse import parse_line
-
-    before = -1
-    for line in lines[max(0, index - window) : index]:
-        if line.strip():
-            record = parse_line(line)
-            if record.kind in ("metrics", "progress") and record.step is not None:
-                before = max(before, record.step)
-    for line in lines[index + 1 : index + 1 + window]:
-        if not line.strip():
-            continue
-        record = parse_line(line)
-        if record.kind == "metrics" and (record.step is None and record.fmt != "tqdm"):
-            return True
-        if record.kind in ("metrics", "progress") and record.step is not None and record.step > before:
-            return True
-    return False

@@ -120,3 +120,30 @@ def test_summary_of_a_bare_log_shows_the_inferred_state_alerts_and_fix(app: type
     assert "fix" in result.output and "resources.time" in result.output
     nan = CliRunner().invoke(app, ["logs", str(CORPUS / "issue_mmengine_grad_norm_nan.log"), "--summary"])
     assert "grad_norm went NaN" in nan.output
+
+
+def test_an_error_the_run_went_on_after_is_not_the_cause(tmp_path: Path) -> None:
+    # real pieces joined: a traceback transformers printed (own_hf_resume_missing), then the loop's later steps
+    # (own_plain_nan), then the shell's "Killed" (own_bash_killed): the run died of the kill, not the old error
+    traceback = (CORPUS / "own_hf_resume_missing.log").read_text().split("                    ")[0]
+    steps = (CORPUS / "own_plain_nan.log").read_text()
+    killed = (CORPUS / "own_bash_killed.log").read_text().splitlines()[-2]
+    log = tmp_path / "joined.log"
+    log.write_text(traceback + "\n" + steps + killed + "\n")
+    s = summarize(log, write=False)
+    assert s["state"] == "FAILED" and "killed by SIGKILL" in s["failure"] and s["cause"] == "host_oom"
+    log.write_text(traceback + "\n" + steps)  # no kill: the run went on after the error and its end is unknown
+    assert summarize(log, write=False)["state"] == "UNKNOWN"
+
+
+@pytest.mark.parametrize(("line", "state", "cause"), [
+    ("=>> PBS: job killed: walltime 3622 exceeded limit 3600", "TIMEOUT", "time_limit"),
+    ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "TIMEOUT", "time_limit"),
+    ("Segmentation fault (core dumped)", "FAILED", "signal"),
+    ("[Tue Nov 26 05:59:23 2026] Out of memory: Killed process 4242 (python3)", "FAILED", "host_oom"),
+])
+def test_other_schedulers_and_crashes_end_a_log(tmp_path: Path, line: str, state: str, cause: str) -> None:
+    log = tmp_path / "x.log"
+    log.write_text((CORPUS / "own_torchrun_valueerror.log").read_text().split("[rank1]")[0] + line + "\n")
+    s = summarize(log, write=False)
+    assert (s["state"], s["cause"]) == (state, cause)
