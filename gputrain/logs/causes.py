@@ -16,6 +16,7 @@ fills it from the job's plan (largest batch that fits for an OOM, the ``--time``
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from gputrain.logs import fatal
@@ -173,10 +174,8 @@ def root_cause(
     for entry in tracebacks:
         name, message = _exception_of(entry.get("text") or "")
         if name and name not in in_tail and not _is_launcher(entry["text"]):
-            event = fatal.scan(f"{name}: {message}" if message else name)
-            for item in event:
-                item.line, item.rank = -1, entry.get("rank")
-            older += event
+            older += [replace(item, line=-1, rank=entry.get("rank"), recovered=False)
+                      for item in fatal.scan(f"{name}: {message}" if message else name)]
     root = fatal.choose(older + found, rank if rank is not None else fatal.launcher_rank(found))
     if root is not None:
         return _from_fatal(root, rank, host, exit_code)

@@ -44,7 +44,8 @@ _PREFIXES = [re.compile(p) for p in (
 )]
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _EXC_RE = re.compile(
-    r"^(?P<name>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)|Exception)"
+    r"^(?P<name>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|Failed|Expired|"
+    r"Unsupported)|Exception|StopIteration)"
     r"(?:\([\w.]+\)|\s+\([^()]{0,60}\))?)(?::\s*(?P<message>.*))?$"
 )
 _SLURM_RE = re.compile(
@@ -153,8 +154,19 @@ def _exception(index: int, rank: int | None, text: str, following: str) -> Fatal
                  group="consequence" if consequence else "worker", evidence=text[:500])
 
 
+_LAST_SCAN: list[tuple[str, list[Fatal]]] = []  # the state inference and the root cause read the same tail
+
+
 def scan(text: str) -> list[Fatal]:
     """Every fatal event in ``text`` (a log's tail), in log order."""
+    if _LAST_SCAN and _LAST_SCAN[0][0] == text:
+        return list(_LAST_SCAN[0][1])
+    found = _scan(text)
+    _LAST_SCAN[:] = [(text, found)]
+    return list(found)
+
+
+def _scan(text: str) -> list[Fatal]:
     raw = text.splitlines()
     lines = [normalize(line) for line in raw]
     out: list[Fatal] = []

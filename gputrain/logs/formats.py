@@ -27,7 +27,7 @@ from gputrain.logs.record import LogRecord
 from gputrain.logs.schema import validate_record
 
 #: A number as logs print it, NaN and infinities included: a diverged run must show as diverged, not vanish.
-NUM = r"(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|inf|Inf|Infinity))"
+NUM = r"[-+]?(?:\d+\.?\d*|\.\d+|nan|NaN|inf|Inf)(?:[eE][-+]?\d+)?"
 
 #: Other tools' names for the standard metric keys.
 ALIASES = {
