@@ -259,6 +259,10 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
         match = _ELASTIC_RE.search(line)
         if match:
             return _launcher_exit(index, int(match.group("rank")), int(match.group("code")), None, line)
+    if "received by PID" in line:
+        match = _SIGNAL_RE.search(line)
+        if match:
+            return _launcher_exit(index, rank, -int(match.group(1)), None, line)
     if "Killed" in line and _KILLED_RE.match(line):
         return Fatal("host_oom", "killed by SIGKILL (the shell says \"Killed\"), likely the host's OOM killer",
                      index, rank, group="launcher", evidence=line[:500])
