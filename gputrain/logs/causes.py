@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from gputrain.logs import fatal
+from gputrain.logs import fatal, verdict
 from gputrain.logs.classify import CAUSE_LABELS, classify_line, signal_name
 
 _LAUNCHER = ("ChildFailedError", "torch.distributed.elastic")
@@ -176,7 +176,7 @@ def root_cause(
         if name and name not in in_tail and not _is_launcher(entry["text"]):
             older += [replace(item, line=-1, rank=entry.get("rank"), recovered=False)
                       for item in fatal.scan(f"{name}: {message}" if message else name)]
-    root = fatal.choose(older + found, rank if rank is not None else fatal.launcher_rank(found))
+    root = verdict.choose(older + found, rank if rank is not None else verdict.launcher_rank(found))
     if root is not None:
         return _from_fatal(root, rank, host, exit_code)
     for line in (events.get("nccl", ""), *tail.splitlines()):

@@ -1,48 +1,30 @@
-"""The fatal event of a log that someone else's job wrote: one mechanism, not a list of special cases.
+"""The fatal events of a log that someone else's job wrote: one mechanism, not a list of special cases.
 
 Every line of the log's tail is first stripped of what launchers, loggers and viewers put in front of it
-(``[rank3]:``, ``[default0]:``, srun's ``0: ``, ``stderr: ``, Ray's and vLLM's ``(Actor pid=12)``, glog's
-``E1126 05:59:23.239 11494 api.py:1002]``, vLLM's ``ERROR 05-12 01:48:42 [core.py:398]``, Python logging's
-``ERROR:torch.distributed...:`` and timestamps), then read for the events that end a job:
+(:func:`gputrain.logs.prefixes.normalize`), then read for the events that end a job:
 
 - an exception line (``torch.OutOfMemoryError: CUDA out of memory…``, ``ray.exceptions.RayTaskError(OSError):
   ray::TaskRunner.run()``, ``Exception: Current loss scale already at minimum``) — wherever it is in a
-  traceback, so a Ray task's cause line counts, not ``raise value.as_instanceof_cause()``;
+  traceback, so a Ray task's cause line counts, not ``raise value.as_instanceof_cause()``; its kind comes from
+  words every framework uses (out of memory, allocate, OOM, ResourceExhausted, loss scale), not one library's;
 - what a scheduler or launcher says about the job (``*** JOB 12 ON n1 CANCELLED AT … DUE TO TIME LIMIT ***``,
   ``Detected 1 oom-kill event``, ``srun: error: n1: task 0: Killed``, torchrun's ``failed (exitcode: -9)
-  local_rank: 3`` and its "Root Cause" box, the shell's ``Killed``), NCCL watchdog timeouts, vLLM's
-  ``EngineCore encountered a fatal error``.
+  local_rank: 3`` and its "Root Cause" box, PBS/LSF limits, the shell's ``Killed``, a segfault), NCCL watchdog
+  timeouts, vLLM's ``EngineCore encountered a fatal error``.
 
-An exception that is the echo of another rank's failure (gloo "Connection closed by peer", SIGTERM sent by
-the launcher, ``ChildFailedError``, accelerate's ``CalledProcessError``, vLLM's ``EngineDeadError`` "see
-above") is a consequence. :func:`choose` then picks the root: a scheduler's verdict; an out-of-memory event;
-the first worker exception (the rank the launcher names, else the first rank that failed); an NCCL timeout;
-vLLM's engine death; the launcher's own account (a rank killed by SIGKILL — likely the host's OOM killer —
-or its exit code); a consequence, when nothing else is there.
+An exception that is the echo of another rank's failure (gloo "Connection closed by peer", SIGTERM sent by the
+launcher, ``ChildFailedError``, accelerate's ``CalledProcessError``, vLLM's ``EngineDeadError`` "see above") is a
+consequence; an event the same rank trained on after is ``recovered``. :mod:`gputrain.logs.verdict` picks the root.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from gputrain.logs.classify import classify_line
+from gputrain.logs.prefixes import normalize
 
-_PREFIXES = [re.compile(p) for p in (
-    r"^\[(?:[A-Za-z_]*?)(?P<rank>\d+)\]:\s?",  # [rank3]: [default0]: [3]:
-    r"^\[\d+\]\s+(?=\S)",  # a viewer's line number: [80746]
-    r"^(?P<rank>\d{1,4}): ",  # srun --label
-    r"^std(?:err|out):\s?",
-    r"^\(\w+(?: pid=\d+)?(?:, ip=[\d.]+)?\)\s*",  # Ray/vLLM: (APIServer pid=1), (TaskRunner pid=4237, ip=10.0.0.1)
-    r"^[EWIFD]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s?",  # glog (torch elastic, c10d)
-    r"^\[[EWIF][\d ]*[^\]]*?\.(?:cpp|cc|h|py):\d+\]\s?",  # [E ProcessGroupNCCL.cpp:915] [E321 02:07:08.4 x.cpp:607]
-    r"^(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s?",  # vLLM
-    r"^(?:ERROR|WARNING|CRITICAL):[\w.]+:",  # Python logging's default format
-    r"^\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?\s*(?:-\s*)?(?:\[?\w+\]?\s*-?\s*)?(?:\[[^\]]*\]\s*)*",  # timestamps
-    r"^\d\d/\d\d \d\d:\d\d:\d\d - \S+ - \w+ - ",  # mmengine
-)]
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _EXC_RE = re.compile(
     r"^(?P<name>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|Failed|Expired|"
     r"Unsupported)|Exception|StopIteration)"
@@ -77,7 +59,7 @@ _CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal i
 _CONSEQUENCES = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "SIGTERM",
                  "See stack trace (above)", "returned non-zero exit status", "terminate called")
 _CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError")
-_OOM_KINDS = ("cuda_oom", "device_oom", "host_oom")
+OOM_KINDS = ("cuda_oom", "device_oom", "host_oom")
 
 
 @dataclass
@@ -96,24 +78,6 @@ class Fatal:
     recovered: bool = False  # training went on after it (a caught error printed, a warning with a traceback)
     state: str = "FAILED"  # the end state this event shows
     evidence: str = ""
-
-
-def normalize(line: str) -> tuple[int | None, str]:
-    """``[default1]:[rank1]: ERROR 05-12 … [x.py:7] text`` → (1, "text"): every decoration off the front."""
-    if "\x1b" in line:
-        line = _ANSI_RE.sub("", line)
-    rank: int | None = None
-    for _ in range(6):
-        for pattern in _PREFIXES:
-            match = pattern.match(line)
-            if match and match.end():
-                if "rank" in pattern.groupindex and match.group("rank") is not None and rank is None:
-                    rank = int(match.group("rank"))
-                line = line[match.end():]
-                break
-        else:
-            break
-    return rank, line.rstrip()
 
 
 _OOM_RE = re.compile(r"out of memory|OutOfMemory|\bOOM\b|ResourceExhausted|RESOURCE_EXHAUSTED|Resource exhausted|"
@@ -315,64 +279,3 @@ def _boxes(text: str, end: int) -> list[Fatal]:
             fatal.headline = f"rank {rank} killed by SIGKILL, likely the host's OOM killer"
         out.append(fatal)
     return out
-
-
-def choose(events: list[Fatal], named_rank: int | None = None) -> Fatal | None:
-    """The root cause among ``events`` (see the module docstring for the order)."""
-    def first(candidates: list[Fatal]) -> Fatal | None:
-        named = [e for e in candidates if named_rank is not None and e.rank == named_rank]
-        return (named or candidates)[0] if candidates else None
-
-    verdicts = [e for e in events if e.group == "verdict"]
-    if verdicts:
-        return verdicts[0]
-    live = [e for e in events if not e.recovered]
-    return _choose(live, first) or _choose([e for e in events if e.recovered], first)
-
-
-def _choose(events: list[Fatal], first: Callable[[list[Fatal]], Fatal | None]) -> Fatal | None:
-    workers = [e for e in events if e.group == "worker"]
-    for pick in (
-        [e for e in workers if e.kind in _OOM_KINDS and e.exception],
-        [e for e in workers if e.kind in _OOM_KINDS],
-        [e for e in workers if e.kind not in ("nccl_timeout", "vllm_engine")],
-        [e for e in workers if e.kind == "nccl_timeout"],
-        [e for e in workers if e.kind == "vllm_engine"],
-        [e for e in events if e.group == "launcher" and e.kind == "host_oom"],
-        [e for e in events if e.group == "launcher"],
-        [e for e in events if e.group == "consequence" and e.exception and "SIGTERM" not in e.headline],
-        [e for e in events if e.group == "consequence"],
-    ):
-        found = first(pick)
-        if found is not None:
-            return found
-    return None
-
-
-def launcher_rank(events: list[Fatal]) -> int | None:
-    """The rank the launcher says failed first (torchrun's box or its ``failed (exitcode…)`` line)."""
-    for event in events:
-        if event.group == "launcher" and event.rank is not None:
-            return event.rank
-    return None
-
-
-_DONE_MARKERS = ("'train_runtime'", '"train_runtime"', "`Trainer.fit` stopped")
-
-
-def infer_end(text: str) -> tuple[str, str] | None:
-    """(state, the line that shows it) for a log with no recorded end, from the log's own evidence; None when
-    it shows none (a run still going, or a log cut short): FAILED when the root event is the last word of the
-    run (nothing trained after it), TIMEOUT/CANCELLED/PREEMPTED/NODE_FAIL when Slurm says so, COMPLETED when the
-    trainer printed its end (HF ``train_runtime``, Lightning's "`Trainer.fit` stopped") after any failure."""
-    found = scan(text)
-    root = choose(found, launcher_rank(found))
-    if root is not None and root.group == "verdict":
-        return root.state, root.evidence
-    lines = text.splitlines()
-    done = next((i for i in range(len(lines) - 1, -1, -1) if any(m in lines[i] for m in _DONE_MARKERS)), None)
-    if root is not None and not root.recovered and (done is None or root.line > done):
-        return ("CANCELLED" if root.kind == "cancelled" else root.state), root.evidence or root.headline
-    if done is not None:
-        return "COMPLETED", lines[done].strip()[-300:]
-    return None

@@ -27,10 +27,10 @@ from gputrain.errors import GputrainError, LogError
 from gputrain.logs.catalog import group_rank
 from gputrain.logs.causes import root_cause
 from gputrain.logs.classify import PRIORITY, classify_failure
-from gputrain.logs.fatal import infer_end
 from gputrain.logs.scan import LogScanner
 from gputrain.logs.schema import METRICS_FILE, validate_record
 from gputrain.logs.stats import MetricTable
+from gputrain.logs.verdict import infer_end
 from gputrain.logs.views import (
     SCHEDULER_FAILURES,
     curve_keys,

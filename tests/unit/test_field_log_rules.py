@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from gputrain.cli.logs import register
 from gputrain.doctor import prescribe
-from gputrain.logs.fatal import normalize
+from gputrain.logs.prefixes import normalize
 from gputrain.logs.summarize import summarize
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "field_logs"
