@@ -270,9 +270,11 @@ class SlurmBackend(Backend):
             known = record.state if record and record.state in FINAL_STATES else "UNKNOWN"
             return JobStatus(job_id, known, reason="Slurm no longer knows this job (no accounting)",
                              exit_code=record.exit_code if record else None, source="registry")
-        state, reason = job.state, job.reason
-        if state == jobstate.CANCELLED and job.exit_code == 0:
-            job.exit_code = None  # cancelled before it ran: Slurm's "0:0" is no exit code of the job's
+        state, reason = job.state, "" if job.reason in ("None", "(null)") else job.reason  # Slurm's "no reason"
+        if state == jobstate.CANCELLED and job.exit_code in (0, jobstate.REQUEUE_EXIT_CODE):
+            # "0:0": cancelled before it ran; 75: the runtime checkpointed on scancel's SIGTERM and stopped with
+            # gputrain's requeue code (not requeued: the user cancelled). Neither is the job's own exit code.
+            job.exit_code = None
         if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
             markers = jobstate.markers_in(record.job_dir if record is not None else None)
             ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))

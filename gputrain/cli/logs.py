@@ -29,6 +29,7 @@ from gputrain.errors import GputrainError, LogError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from gputrain.doctor.remedy import Remedy
     from gputrain.registry.store import JobRecord
 
 TERMINAL = ENDED_STATES
@@ -239,8 +240,6 @@ def logs_command(
     line_filter = LineFilter(rank, pattern)
     state = record.state if record is not None and record.state in TERMINAL | {"RUNNING", "PENDING"} else None
     if fix:
-        if job_dir is None:
-            raise LogError(f"--fix needs a job (id or folder), not the log file {path}", exit_code=2)
         _print_fix(summarize(path, rank=rank, state=state), job_dir, record, as_json)
         return
     if not (final or as_json) and job_dir is not None and not _has_output(job_dir):
@@ -271,6 +270,8 @@ def logs_command(
             from gputrain.doctor.annotate import annotate
 
             annotate(result, job_dir, slurm_job_id=_slurm_id(record))
+        else:
+            _bare_remedy(result)
         _print_summary(result, as_json)
 
 
@@ -294,16 +295,30 @@ def _slurm_id(record: JobRecord | None) -> str | None:
     return record.job_id if record is not None and record.backend == "slurm" else None
 
 
-def _print_fix(summary: dict[str, Any], job_dir: Path, record: JobRecord | None, as_json: bool) -> None:
-    """``logs JOB --fix``: the cause, the remedy computed from the job's plan, and the command to rerun."""
+def _bare_remedy(summary: dict[str, Any]) -> Remedy | None:
+    """The remedy of a log file with no job around it: from its cause alone (no plan to compute numbers from)."""
+    from gputrain.doctor import prescribe
+
+    remedy = prescribe(summary, None)
+    if remedy is not None and isinstance(summary.get("root_cause"), dict):
+        summary["root_cause"]["remedy"] = remedy.as_dict()
+    return remedy
+
+
+def _print_fix(summary: dict[str, Any], job_dir: Path | None, record: JobRecord | None, as_json: bool) -> None:
+    """``logs JOB --fix``: the cause, the remedy computed from the job's plan, and the command to rerun; for a
+    bare log file, the remedy its cause alone gives (no plan, so no rerun command)."""
     from gputrain.doctor import rerun_command
     from gputrain.doctor.annotate import annotate, job_plan
     from gputrain.logs.display import safe_lines
     from gputrain.logs.report import headline
 
-    remedy = annotate(summary, job_dir, slurm_job_id=_slurm_id(record))
-    plan = job_plan(job_dir)
-    ref = record.job_id if record is not None else str(job_dir)
+    if job_dir is None:
+        remedy, plan = _bare_remedy(summary), None
+    else:
+        remedy = annotate(summary, job_dir, slurm_job_id=_slurm_id(record))
+        plan = job_plan(job_dir)
+    ref = record.job_id if record is not None else str(job_dir or summary.get("target"))
     command = rerun_command(plan, remedy, ref) if plan is not None and remedy is not None else None
     if as_json:
         sys.stdout.write(json.dumps({"job": ref, "state": summary.get("state"), "root_cause": summary.get("root_cause"),
@@ -320,6 +335,8 @@ def _print_fix(summary: dict[str, Any], job_dir: Path, record: JobRecord | None,
         out.append(f"{key}: predicted {pair['predicted']:g}, measured {pair['measured']:g}")
     if command is not None:
         out += ["rerun (resumes from the newest checkpoint):", f"  {command}"]
+    elif remedy is not None and job_dir is None:
+        out.append("a log file, not a job: apply the change above where the run is configured, then rerun")
     elif remedy is not None:
         out.append("no plan.json in the job folder: rerun it yourself with the change above")
     sys.stdout.write(safe_lines("\n".join(out) + "\n"))

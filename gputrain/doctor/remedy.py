@@ -52,8 +52,12 @@ def prescribe(summary: dict[str, Any], plan: JobPlan | None) -> Remedy | None:
     if not isinstance(cause, dict):
         return None
     kind = str(cause.get("kind") or "")
-    if kind == "cuda_oom":
-        return _cuda_oom(cause, plan)
+    if kind in ("cuda_oom", "device_oom"):
+        return _cuda_oom(cause, plan) if plan is not None or kind == "cuda_oom" else _no_plan_oom(cause)
+    if kind == "fp16_overflow":
+        return Remedy(kind, "fp16 overflowed until the loss scale hit its minimum (the loss or gradients went "
+                      "Inf/NaN): train in bf16 (train.precision=bf16) where the GPU has it, else lower the learning "
+                      "rate or clip gradients; resume from a checkpoint before the divergence")
     if kind == "time_limit":
         return _time_limit(summary, plan)
     if kind == "host_oom":
@@ -79,8 +83,7 @@ def _cuda_oom(cause: dict[str, Any], plan: JobPlan | None) -> Remedy:
         used = capacity - details["free_gib"]
     needed = (used or 0.0) + (details.get("tried_gib") or 0.0) or None
     if plan is None:
-        return Remedy("cuda_oom", "CUDA out of memory: lower train.batch_size (no plan.json to compute by how much)",
-                      figures={"needed_gib": needed, "capacity_gib": capacity})
+        return _no_plan_oom(cause, {"needed_gib": needed, "capacity_gib": capacity})
     train = plan.recipe.train
     predicted = plan.estimate.memory_gib_per_gpu
     capacity = capacity or plan.estimate.capacity_gib
@@ -129,6 +132,16 @@ def _cuda_oom(cause: dict[str, Any], plan: JobPlan | None) -> Remedy:
                   "GPU with more memory (gputrain plan --compare)", figures=figures)
 
 
+def _no_plan_oom(cause: dict[str, Any], figures: dict[str, Any] | None = None) -> Remedy:
+    """A device OOM with no plan to compute from: the three levers, in the order that changes the run least."""
+    what = "CUDA out of memory" if cause.get("kind") == "cuda_oom" else "out of accelerator memory"
+    return Remedy(str(cause.get("kind") or "cuda_oom"),
+                  f"{what}: halve the micro-batch (train.batch_size) and double train.grad_accum (same global batch), "
+                  "turn on gradient checkpointing (train.gradient_checkpointing=true), or let the planner pick a batch "
+                  "that fits: gputrain plan RECIPE --gpu GPU --fit (no plan.json here to compute by how much)",
+                  figures=figures or {})
+
+
 def _predicted_memory(plan: JobPlan, overrides: list[str]) -> float | None:
     """The planner's memory per GPU for the job's own plan with ``overrides`` added."""
     from gputrain.errors import GputrainError
@@ -151,8 +164,9 @@ def _time_limit(summary: dict[str, Any], plan: JobPlan | None) -> Remedy:
     if not rate and done and summary.get("duration_s"):
         rate = done / (float(summary["duration_s"]) / 3600)
     if not (done and planned and rate):
-        return Remedy("time_limit", "stopped at its time limit: rerun with a longer resources.time (no measured step "
-                      "rate in this job's metrics to say how long)")
+        return Remedy("time_limit", "stopped at its time limit: rerun with a longer resources.time (sbatch --time), "
+                      "or save checkpoints often and let Slurm requeue it (--requeue; it resumes from the newest "
+                      "checkpoint); no measured step rate in this log to say how long")
     left = max(0, int(planned) - int(done))
     seconds = max(TIME_FLOOR_S, left / float(rate) * 3600 * TIME_MARGIN)
     seconds = math.ceil(seconds / 900) * 900  # whole quarter hours
@@ -178,8 +192,9 @@ def _host_oom(plan: JobPlan | None) -> Remedy:
         return Remedy("host_oom", f"the host ran out of memory (the OOM killer): ask for {more} GB per node "
                       f"instead of {current} (resources.memory_gb), or lower data loader workers",
                       overrides=[f"resources.memory_gb={more}"], figures={"memory_gb": current})
-    return Remedy("host_oom", "the host ran out of memory (the OOM killer): set resources.memory_gb above what the "
-                  "node gave, or lower train.batch_size / data loader workers")
+    return Remedy("host_oom", "the host ran out of memory (the OOM killer): ask for more host memory "
+                  "(resources.memory_gb, sbatch --mem), or lower data loader workers (train.num_workers) and "
+                  "train.batch_size")
 
 
 def _nccl(cause: dict[str, Any], kind: str) -> Remedy:

@@ -16,8 +16,10 @@ fills it from the job's plan (largest batch that fits for an OOM, the ``--time``
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
+from gputrain.logs import fatal, verdict
 from gputrain.logs.classify import CAUSE_LABELS, classify_line, signal_name
 
 _LAUNCHER = ("ChildFailedError", "torch.distributed.elastic")
@@ -47,7 +49,9 @@ _SLURM_STATES = {
 }
 _UNITS = {"B": 1 / 2**30, "KiB": 1 / 2**20, "KB": 1e3 / 2**30, "MiB": 1 / 2**10, "MB": 1e6 / 2**30, "GiB": 1.0,
           "GB": 1e9 / 2**30, "TiB": 1024.0, "TB": 1e12 / 2**30}
-LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail": "node failure"}
+LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail": "node failure",
+          "device_oom": "accelerator out of memory", "vllm_engine": "vLLM engine died",
+          "fp16_overflow": "fp16 loss scale at its minimum"}
 
 
 def _gib(value: str | None, unit: str | None) -> float | None:
@@ -114,6 +118,32 @@ def _from_traceback(entry: dict[str, Any], rank: int | None, host: str | None) -
                   details=details, evidence=line[:500])
 
 
+def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_code: int | None) -> dict[str, Any]:
+    """The cause dict of the event :func:`gputrain.logs.fatal.choose` picked."""
+    host = event.host or host
+    if event.exception:
+        line = f"{event.exception}: {event.message}" if event.message else event.exception
+        out = _from_traceback({"text": line, "rank": event.rank}, rank, host)
+        if event.kind not in ("exception", "nccl") or out["kind"] in ("exception", "exit_code"):
+            out["kind"] = event.kind if out["kind"] != "cuda_oom" else "cuda_oom"
+            out["label"] = LABELS.get(out["kind"], out["kind"])
+        return out
+    if event.kind == "nccl_timeout":
+        watchdog = _WATCHDOG_RE.search(event.evidence)
+        if watchdog:
+            return _watchdog(watchdog, event.evidence, host)
+    where = event.rank if event.rank is not None else None
+    suffix = _suffix(None, host) if where is not None or "rank" in event.headline else _suffix(rank, host)
+    details: dict[str, Any] = {"group": event.group}
+    headline = event.headline
+    if event.kind == "host_oom":
+        details["oom_seen_in_log"] = event.group != "launcher"
+        if signal_name(exit_code) == "SIGKILL":
+            headline += f" (SIGKILL, exit {exit_code})"
+    return _cause(event.kind, headline + suffix, rank=where if where is not None else rank, host=host,
+                  evidence=event.evidence, details=details)
+
+
 def _watchdog(match: re.Match[str], line: str, host: str | None) -> dict[str, Any]:
     rank = int(match.group(1))
     details: dict[str, Any] = {"collective": match.group(3), "seq": int(match.group(2)),
@@ -138,14 +168,17 @@ def root_cause(
     if scheduler_state in _SLURM_STATES:
         kind, text = _SLURM_STATES[scheduler_state]
         return _cause(kind, text, source="scheduler", details={"state": scheduler_state})
-    real = [t for t in tracebacks if t.get("text") and not _is_launcher(t["text"])]
-    for entry in real:
-        if classify_line(_exception_of(entry["text"])[1]) == "cuda_oom" or "OutOfMemoryError" in entry["text"][-2000:]:
-            return _from_traceback(entry, rank, host)
-    if real:
-        named = [t for t in real if rank is not None and t.get("rank") == rank]
-        first_cause = next((t for t in real if not any(m in t["text"][-600:] for m in _CONSEQUENCES)), real[0])
-        return _from_traceback(named[0] if named else first_cause, rank, host)
+    found = fatal.scan(tail)
+    in_tail = {f.exception for f in found if f.exception}
+    older = []  # tracebacks from the body of a log larger than its tail: older than anything in the tail
+    for entry in tracebacks:
+        name, message = _exception_of(entry.get("text") or "")
+        if name and name not in in_tail and not _is_launcher(entry["text"]):
+            older += [replace(item, line=-1, rank=entry.get("rank"), recovered=False)
+                      for item in fatal.scan(f"{name}: {message}" if message else name)]
+    root = verdict.choose(older + found, rank if rank is not None else verdict.launcher_rank(found))
+    if root is not None:
+        return _from_fatal(root, rank, host, exit_code)
     for line in (events.get("nccl", ""), *tail.splitlines()):
         watchdog = _WATCHDOG_RE.search(line)
         if watchdog:

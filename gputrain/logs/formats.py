@@ -26,7 +26,8 @@ import re
 from gputrain.logs.record import LogRecord
 from gputrain.logs.schema import validate_record
 
-NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+#: A number as logs print it, NaN and infinities included: a diverged run must show as diverged, not vanish.
+NUM = r"[-+]?(?:\d+\.?\d*|\.\d+|nan|NaN|inf|Inf)(?:[eE][-+]?\d+)?"
 
 #: Other tools' names for the standard metric keys.
 ALIASES = {
@@ -35,7 +36,7 @@ ALIASES = {
 }
 
 _NUM_RE = re.compile(rf"^\s*(?:np\.float\d*\(|np\.int\d*\(|tensor\()?({NUM})\)?\s*$")
-_HF_ITEM_RE = re.compile(r"'([A-Za-z_][^'\s]*)': '?([-+.\deE]+)'?(?=[,}])")  # simple classes: 2x faster
+_HF_ITEM_RE = re.compile(r"'([A-Za-z_][^'\s]*)': '?([-+.\deE]+|-?nan|-?inf)'?(?=[,}])")  # simple classes: 2x faster
 _VERL_RE = re.compile(r"step:\s*(\d+)\s+-\s+")
 _OURS_HEAD_RE = re.compile(r"^step[: ]\s*(\d+)(?:/(\d+))?(?:\s*\([\d.]+%\))?:?$")
 _TQDM_RE = re.compile(
@@ -61,18 +62,26 @@ _DS_TIME_RE = re.compile(r"^\[Rank (\d+)\] time \(ms\) \| (.*)$")
 _STEP_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it"})
 _EVAL_BARS = ("Validation", "Sanity", "Testing", "Predicting", "Evaluat")
 _EPOCH_RE = re.compile(r"Epoch (\d+)")
+_CASED_KEYS = frozenset({"loss", "lr", "accuracy", "acc"})
+#: Megatron-LM / Megatron-DeepSpeed: `` iteration   5426/  250000 | lm loss: 2.3 | grad norm: nan |``
+_PIPE_FIELD_RE = re.compile(rf"^\s*([A-Za-z][\w ./-]*?)\s*:\s*({NUM})\s*$")
+_PIPE_HEAD_RE = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*$")
+_PIPE_KEYS = {"lm_loss": "loss", "learning_rate": "lr", "elapsed_time_per_iteration_(ms)": "step_time_ms"}
 
 
 def finite(text: str) -> float | None:
-    """``'3.2'``, ``'1,234'``, ``np.float64(0.5)`` → float; NaN, inf and text → None."""
+    """``'3.2'``, ``'1,234'``, ``np.float64(0.5)``, ``nan``, ``inf`` → float; text → None.
+
+    NaN and infinities are values: a metric that went NaN is the most important thing a summary can say
+    (:class:`gputrain.logs.stats.MetricStats` counts them apart from min/max/best).
+    """
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         match = _NUM_RE.match(text.replace(",", ""))
         if not match:
             return None
-        value = float(match.group(1))
-    return value if math.isfinite(value) else None
+        return float(match.group(1))
 
 
 def _record(fmt: str, text: str, values: dict[str, float], step: int | None = None, total: int | None = None,
@@ -95,17 +104,16 @@ def parse_json(text: str) -> LogRecord | None:
         return out
     values = {}
     for key, value in obj.items():
-        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-        if isinstance(key, str) and math.isfinite(number):
-            values[ALIASES.get(key, key)] = float(number)
+        if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            values[ALIASES.get(key, key)] = float(value)
     if not values:
         return None
     step = values.pop("step", None)
-    return _record("json", text, values, step=None if step is None else int(step))
+    return _record("json", text, values, step=int(step) if step is not None and math.isfinite(step) else None)
 
 
 def parse_hf(text: str) -> LogRecord | None:
-    """The Trainer's log dict: a regex, not ``ast.literal_eval`` (40x slower); NaN/inf values are dropped."""
+    """The Trainer's log dict: a regex, not ``ast.literal_eval`` (40x slower); NaN/inf values are kept."""
     get = ALIASES.get
     pairs = _HF_ITEM_RE.findall(text, 0, 16384)
     try:
@@ -114,11 +122,8 @@ def parse_hf(text: str) -> LogRecord | None:
         values = {get(key, key): number for key, raw in pairs if (number := finite(raw)) is not None}
     if not values:
         return None
-    total = sum(values.values())
-    if total - total != 0:  # an overflow to inf somewhere (a NaN sum too): keep the finite values only
-        values = {k: v for k, v in values.items() if math.isfinite(v)}
     step = values.pop("step", None)
-    return _record("hf", text, values, step=None if step is None else int(step))
+    return _record("hf", text, values, step=int(step) if step is not None and math.isfinite(step) else None)
 
 
 def parse_verl(text: str, match: re.Match[str]) -> LogRecord:
@@ -254,9 +259,28 @@ def parse_kv(text: str) -> LogRecord | None:
             continue
         if low == "time" and unit in ("ms", "s"):
             key = f"step_time_{unit}"
+        elif low in _CASED_KEYS:  # "Loss 0.51" (CGCNN, Keras-style prints) is the loss
+            key = low
         elif low == "memory" and unit in ("GiB", "GB"):
             key = "gpu_mem_gib"
         values[ALIASES.get(key, key)] = number
     if not any("loss" in k or "reward" in k for k in values) and (step is None or not values):
         return None
     return _record("kv", text, values, step=step)
+
+
+def parse_pipes(text: str) -> LogRecord | None:
+    """Megatron's ``iteration N/ M | key words: value | ...`` line; keys become ``key_words`` (``grad_norm``)."""
+    fields = text.split("|")
+    head = _PIPE_HEAD_RE.match(fields[0])
+    if head is None:
+        return None
+    values: dict[str, float] = {}
+    for field in fields[1:]:
+        match = _PIPE_FIELD_RE.match(field)
+        if match:
+            key = "_".join(match.group(1).lower().split())
+            number = finite(match.group(2))
+            if number is not None:
+                values[_PIPE_KEYS.get(key, key)] = number
+    return _record("megatron", text, values, step=int(head.group(1)), total=int(head.group(2))) if values else None

@@ -90,6 +90,8 @@ def _parse_text(text: str) -> LogRecord:
             record = formats.parse_verl(stripped, match)
         elif " | " in stripped:
             record = formats.parse_ours(stripped)
+    if record is None and stripped.startswith("iteration") and "|" in stripped:
+        record = formats.parse_pipes(stripped)
     if record is None and "%|" in text:
         tqdm = formats._TQDM_RE.search(text)
         if tqdm:
@@ -98,7 +100,7 @@ def _parse_text(text: str) -> LogRecord:
         record = formats.parse_rich_bar(stripped)
     if record is None and ("=" in text or "throughput" in text or "train loss" in text or "time (ms)" in text):
         record = formats.parse_special(stripped)
-    if record is None and ("loss" in text or "step" in text or "iter" in text or "reward" in text):
+    if record is None and ("oss" in text or "step" in text or "iter" in text or "reward" in text):
         record = formats.parse_kv(text)
     if record is None:
         record = LogRecord("text", text, event=classify_line(text))

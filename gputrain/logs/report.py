@@ -29,6 +29,8 @@ def sparkline(values: list[float], width: int = 24) -> str:
 def fmt_num(value: float | None) -> str:
     if value is None:
         return "—"
+    if value - value != 0:  # NaN, ±Inf: shown as such, never as a number
+        return "NaN" if value != value else ("Inf" if value > 0 else "-Inf")
     if value == int(value) and abs(value) < 1e7:
         return f"{int(value):,}"
     if abs(value) >= 1e4:
@@ -51,6 +53,8 @@ def headline(summary: dict[str, Any]) -> str:
     state = summary["state"]
     if summary.get("exit_code") is not None:
         state += f" (exit {summary['exit_code']})"
+    if summary.get("state_inferred"):
+        state += " (inferred from the log)"
     line = f"{summary['name']}  {state}"
     if summary.get("failure"):
         line += f" — {summary['failure']}"
@@ -58,7 +62,7 @@ def headline(summary: dict[str, Any]) -> str:
 
 
 def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str]] = [("alert", alert) for alert in summary.get("alerts") or []]
     when = f"{summary['start'] or '?'} → {summary['end'] or 'now'}  ({fmt_duration(summary['duration_s'])})"
     rows.append(("time", when))
     hw = summary.get("hardware")
@@ -152,6 +156,7 @@ def efficiency_line(report: dict[str, Any]) -> str:
 def metric_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     series = summary.get("series", {})
     keys = list(series) + [k for k in summary["metrics"] if k not in series]
+    keys.sort(key=lambda k: not summary["metrics"][k].get("nonfinite"))  # a NaN metric is never cut from the table
     rows = []
     for key in keys[:MAX_METRIC_ROWS]:
         m = summary["metrics"][key]

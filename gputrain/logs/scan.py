@@ -40,7 +40,7 @@ LAST_LINES = 16
 DENSITY_WINDOW = 64 << 10
 ALWAYS_NEEDLES = (b"{", b"|", b"Traceback (most recent call last)")
 #: Needles switched on when a probe sees them (metric formats without ``{`` or ``|``).
-PROBED_NEEDLES = (b"loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ")
+PROBED_NEEDLES = (b"loss", b"Loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ")
 _TB_START = b"Traceback (most recent call last):"
 
 class LogScanner:

@@ -21,7 +21,7 @@ def lower_is_better(key: str) -> bool:
 
 
 class MetricStats:
-    __slots__ = ("count", "first", "hi", "last", "lo", "series", "stride")
+    __slots__ = ("count", "first", "hi", "last", "lo", "nonfinite", "nonfinite_first", "series", "stride")
 
     def __init__(self) -> None:
         self.count = 0
@@ -31,11 +31,16 @@ class MetricStats:
         self.hi: tuple[float, float] = (0.0, float("-inf"))
         self.series: list[tuple[float, float]] = []
         self.stride = 1
+        self.nonfinite = 0  # NaN/Inf values: counted, never compared (a NaN loss must not read "best 0")
+        self.nonfinite_first: tuple[float, float] | None = None
 
     def add(self, step: float, value: float) -> None:
         # The hot path of a summary (once per value): compare against the stored pairs, allocate one tuple.
         count = self.count
         point = (step, value)
+        if value - value != 0:  # NaN or ±Inf
+            self._add_nonfinite(point)
+            return
         if count == 0:
             self.first = point
         elif step < self.last[0]:
@@ -54,9 +59,20 @@ class MetricStats:
                 self.stride *= 2
         self.count = count + 1
 
+    def _add_nonfinite(self, point: tuple[float, float]) -> None:
+        if self.nonfinite_first is None:
+            self.nonfinite_first = point
+        if self.count == 0:
+            self.first = point
+        self.last = point
+        self.nonfinite += 1
+        self.count += 1
+
     def best(self, key: str) -> tuple[float, float] | None:
         """(step, value) of the best value, or None for a metric without a direction (lr, epoch...)."""
         better = metric_info(key).better
+        if self.count == self.nonfinite:  # no finite value at all
+            return None
         return self.lo if better == "lower" else self.hi if better == "higher" else None
 
     def median(self) -> float:
@@ -69,6 +85,8 @@ class MetricStats:
 
         self.first, self.last, self.lo, self.hi = (scale(p) for p in (self.first, self.last, self.lo, self.hi))
         self.series = [scale(p) for p in self.series]
+        if self.nonfinite_first is not None:
+            self.nonfinite_first = scale(self.nonfinite_first)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +97,8 @@ class MetricStats:
             "hi": self.hi,
             "series": self.series,
             "stride": self.stride,
+            "nonfinite": self.nonfinite,
+            "nonfinite_first": self.nonfinite_first,
         }
 
     @classmethod
@@ -89,6 +109,9 @@ class MetricStats:
         stats.lo, stats.hi = tuple(data["lo"]), tuple(data["hi"])
         stats.series = [(float(s), float(v)) for s, v in data["series"]]
         stats.stride = int(data["stride"])
+        stats.nonfinite = int(data.get("nonfinite", 0))
+        first = data.get("nonfinite_first")
+        stats.nonfinite_first = (float(first[0]), float(first[1])) if first else None
         return stats
 
 

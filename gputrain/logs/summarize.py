@@ -30,7 +30,15 @@ from gputrain.logs.classify import PRIORITY, classify_failure
 from gputrain.logs.scan import LogScanner
 from gputrain.logs.schema import METRICS_FILE, validate_record
 from gputrain.logs.stats import MetricTable
-from gputrain.logs.views import SCHEDULER_FAILURES, curve_keys, metric_entry, rl_view, traceback_for
+from gputrain.logs.verdict import infer_end
+from gputrain.logs.views import (
+    SCHEDULER_FAILURES,
+    curve_keys,
+    metric_entry,
+    nonfinite_alerts,
+    rl_view,
+    traceback_for,
+)
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
@@ -230,11 +238,14 @@ def _build(
         progress.update(scanner.progress)
 
     exit_code = final.get("exit_code") if final else None
+    evidence: str | None = None
     scheduler_state = state if state in SCHEDULER_FAILURES else None
     if final:
         state, cause = (scheduler_state or final["state"]), final["cause"]
     else:
-        state = state or "UNKNOWN"
+        if state is None:  # nothing recorded the end (a log someone else wrote): read it off the log itself
+            inferred = infer_end(tail)
+            state, evidence = inferred if inferred else ("UNKNOWN", None)
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
     ended = final is not None or state in ENDED_STATES
     failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
@@ -289,6 +300,8 @@ def _build(
         "name": plan.recipe.name if plan else (job_dir.name if job_dir else path.name),
         "job_dir": str(job_dir) if job_dir else None,
         "state": state,
+        "state_inferred": evidence is not None,
+        "state_evidence": evidence,
         "final": final is not None,
         "exit_code": exit_code,
         "cause": cause,
@@ -323,6 +336,7 @@ def _build(
         "checkpoints": checkpoints,
         "result": result,
         "metrics": metrics,
+        "alerts": nonfinite_alerts(metrics),
         "series": {k: table.metrics[k].series for k in curve_keys(table)},
         "ranks": sorted({r for s in scanners for r in s.ranks}),
         "sources": {

@@ -35,7 +35,24 @@ def metric_entry(key: str, table: MetricTable, rl: bool = False) -> dict[str, An
         "unit": info.unit,
         "count": stats.count,
         "median": stats.median(),
+        "nonfinite": stats.nonfinite,
+        "nonfinite_first_step": stats.nonfinite_first[0] if stats.nonfinite_first else None,
+        "nonfinite_first_value": stats.nonfinite_first[1] if stats.nonfinite_first else None,
     }
+
+
+def nonfinite_alerts(metrics: dict[str, dict[str, Any]]) -> list[str]:
+    """One headline per metric that went NaN/Inf: a diverged run must not look healthy in its table."""
+    out = []
+    for key, entry in metrics.items():
+        if not entry.get("nonfinite"):
+            continue
+        last, first = entry["last"], entry.get("nonfinite_first_value")
+        what = "Inf" if first is not None and first == first else "NaN"
+        end = f"still {'NaN' if last != last else 'Inf'} at the end" if last - last != 0 else f"{last:.4g} at the end"
+        out.append(f"{key} went {what} at step {entry['nonfinite_first_step']:g} "
+                   f"({entry['nonfinite']} of {entry['count']} values; {end})")
+    return out
 
 
 def rl_view(table: MetricTable) -> dict[str, Any] | None:

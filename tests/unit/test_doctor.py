@@ -129,7 +129,9 @@ def test_logs_fix_cli_prints_the_command_and_json(tmp_path: Path) -> None:
     assert data["remedy"]["kind"] == "cuda_oom" and data["command"].startswith("gputrain run ")
     log_only = subprocess.run([sys.executable, "-m", "gputrain", "logs", str(job / "training_output.log"), "--fix"],
                               capture_output=True, text=True, timeout=120, env=env)
-    assert log_only.returncode == 2 and log_only.stderr.count("\n") == 1
+    # a bare log file is no longer refused (#30): the remedy from its cause alone, and no rerun command
+    assert log_only.returncode == 0 and "fix: CUDA out of memory" in log_only.stdout
+    assert "--resume-from" not in log_only.stdout and "a log file, not a job" in log_only.stdout
 
 
 def test_resume_from_refuses_a_job_without_checkpoint(tmp_path: Path) -> None:

@@ -1,0 +1,281 @@
+"""The fatal events of a log that someone else's job wrote: one mechanism, not a list of special cases.
+
+Every line of the log's tail is first stripped of what launchers, loggers and viewers put in front of it
+(:func:`gputrain.logs.prefixes.normalize`), then read for the events that end a job:
+
+- an exception line (``torch.OutOfMemoryError: CUDA out of memory…``, ``ray.exceptions.RayTaskError(OSError):
+  ray::TaskRunner.run()``, ``Exception: Current loss scale already at minimum``) — wherever it is in a
+  traceback, so a Ray task's cause line counts, not ``raise value.as_instanceof_cause()``; its kind comes from
+  words every framework uses (out of memory, allocate, OOM, ResourceExhausted, loss scale), not one library's;
+- what a scheduler or launcher says about the job (``*** JOB 12 ON n1 CANCELLED AT … DUE TO TIME LIMIT ***``,
+  ``Detected 1 oom-kill event``, ``srun: error: n1: task 0: Killed``, torchrun's ``failed (exitcode: -9)
+  local_rank: 3`` and its "Root Cause" box, PBS/LSF limits, the shell's ``Killed``, a segfault), NCCL watchdog
+  timeouts, vLLM's ``EngineCore encountered a fatal error``.
+
+An exception that is the echo of another rank's failure (gloo "Connection closed by peer", SIGTERM sent by the
+launcher, ``ChildFailedError``, accelerate's ``CalledProcessError``, vLLM's ``EngineDeadError`` "see above") is a
+consequence; an event the same rank trained on after is ``recovered``. :mod:`gputrain.logs.verdict` picks the root.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gputrain.logs.classify import classify_line
+from gputrain.logs.prefixes import normalize
+
+_EXC_RE = re.compile(
+    r"^(?P<name>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|Failed|Expired|"
+    r"Unsupported)|Exception|StopIteration)"
+    r"(?:\([\w.]+\)|\s+\([^()]{0,60}\))?)(?::\s*(?P<message>.*))?$"
+)
+_SLURM_RE = re.compile(
+    r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+)"
+    r"(?: DUE TO (?P<reason>[A-Z ]+?))?(?: on \S+)? \*\*\*"
+)
+_SLURM_REASONS = {"TIME LIMIT": ("time_limit", "TIMEOUT"), "PREEMPTION": ("preempted", "PREEMPTED"),
+                  "NODE FAILURE": ("node_fail", "NODE_FAIL")}
+_OOM_KILL_RE = re.compile(r"Detected (\d+) oom[-_]kill event", re.IGNORECASE)
+_SRUN_TASK_RE = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,-]+): (?P<how>.+)$")
+_ELASTIC_RE = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
+_BOX_RE = re.compile(r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
+_BOX_HOST_RE = re.compile(r"host\s*:\s*(\S+)")
+_SIGNAL_RE = re.compile(r"Signal (\d+) \((SIG[A-Z]+)\) received by PID (\d+)")
+_KILLED_RE = re.compile(r"^(?:Killed|.*line \d+:\s+\d+ Killed(?:\s+.*)?)$")
+_DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
+_WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
+_VLLM_FATAL = "EngineCore encountered a fatal error"
+#: Other schedulers' verdicts (PBS/Torque, LSF): the same facts as Slurm's, in their words.
+_OTHER_LIMITS = (
+    (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime"), "time_limit", "TIMEOUT",
+     "the scheduler stopped the job at its time limit"),
+    (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit"), "host_oom", "FAILED",
+     "the scheduler killed the job at its memory limit"),
+)
+_CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
+                       r"(?: \(core dumped\))?\s*$|^Fatal Python error: ")
+#: Exceptions that echo another rank's (or process's) failure rather than cause one.
+_CONSEQUENCES = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "SIGTERM",
+                 "See stack trace (above)", "returned non-zero exit status", "terminate called")
+_CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError")
+OOM_KINDS = ("cuda_oom", "device_oom", "host_oom")
+
+
+@dataclass
+class Fatal:
+    """One event that can end a job, with where it was seen (line index in the text read)."""
+
+    kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
+    #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code
+    headline: str
+    line: int
+    rank: int | None = None
+    host: str | None = None
+    exception: str | None = None
+    message: str | None = None
+    group: str = "worker"  # verdict, worker, launcher, consequence
+    recovered: bool = False  # training went on after it (a caught error printed, a warning with a traceback)
+    state: str = "FAILED"  # the end state this event shows
+    evidence: str = ""
+
+
+_OOM_RE = re.compile(r"out of memory|OutOfMemory|\bOOM\b|ResourceExhausted|RESOURCE_EXHAUSTED|Resource exhausted|"
+                     r"(?:cannot|can't|failed to) allocate|MemoryError", re.IGNORECASE)
+_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory")
+
+
+def _kind_of(name: str, message: str) -> str:
+    """The cause an exception shows, from words every framework uses (out of memory, allocate, OOM, loss
+    scale), not from one library's message: CUDA's, XLA's, TensorFlow's and Paddle's OOMs all read as OOM."""
+    text = f"{name}: {message}"
+    if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
+        return "fp16_overflow"
+    if "EngineDeadError" in name:
+        return "vllm_engine"
+    if name.endswith("KeyboardInterrupt"):
+        return "cancelled"
+    if "DataLoader worker" in text and ("exited unexpectedly" in text or "Killed" in text):
+        return "host_oom"
+    if _OOM_RE.search(text):
+        if "CUDA" in text or "cuda" in name:
+            return "cuda_oom"
+        return "host_oom" if _HOST_MEMORY_RE.search(text) else "device_oom"
+    return "nccl" if classify_line(text) == "nccl" else "exception"
+
+
+def _exception(index: int, rank: int | None, text: str, following: str) -> Fatal | None:
+    match = _EXC_RE.match(text)
+    if match is None or match.group("name").endswith("Warning"):
+        return None
+    name, message = match.group("name"), (match.group("message") or "").strip()
+    if not message and following and not following.startswith(("Traceback", "File ", " ")):
+        message = following.strip()  # "torch.OutOfMemoryError:" with the message on the next line
+    consequence = any(m in message for m in _CONSEQUENCES) or any(n in name for n in _CONSEQUENCE_NAMES)
+    kind = _kind_of(name, message)
+    headline = f"{name}: {message[:200]}" if message else name
+    return Fatal(kind, headline, index, rank, exception=name, message=message,
+                 group="consequence" if consequence else "worker", evidence=text[:500])
+
+
+_LAST_SCAN: list[tuple[str, list[Fatal]]] = []  # the state inference and the root cause read the same tail
+
+
+def scan(text: str) -> list[Fatal]:
+    """Every fatal event in ``text`` (a log's tail), in log order."""
+    if _LAST_SCAN and _LAST_SCAN[0][0] == text:
+        return list(_LAST_SCAN[0][1])
+    found = _scan(text)
+    _LAST_SCAN[:] = [(text, found)]
+    return list(found)
+
+
+def _scan(text: str) -> list[Fatal]:
+    raw = text.splitlines()
+    lines = [normalize(line) for line in raw]
+    out: list[Fatal] = []
+    for index, (rank, line) in enumerate(lines):
+        if not line or len(line) > 20000:
+            continue
+        first = line.lstrip()
+        following = lines[index + 1][1] if index + 1 < len(lines) else ""
+        if line[:1].isalpha():
+            found = _exception(index, rank, line, following)
+            if found is not None:
+                out.append(found)
+                continue
+        event = _event(index, rank, first)
+        if event is not None:
+            out.append(event)
+    out += _boxes(text, len(lines))
+    if out:
+        last = _last_progress(raw)
+        for event in out:
+            went_on = last.get(event.rank, -1) if event.rank is not None else max(last.values(), default=-1)
+            event.recovered = event.line < went_on and event.group in ("worker", "consequence")
+    return out
+
+
+def _last_progress(lines: list[str]) -> dict[int | None, int]:
+    """Per rank (None: lines without a rank prefix), the index of the last line where training went on: a
+    metric record of a step not seen before (an HF dict, which carries no step, always counts; a bar redrawn at
+    the same step, as tqdm does when an exception unwinds it, does not). Another rank's progress printed after
+    a rank failed (buffered output of the survivors) does not make that rank's failure a recovered one."""
+    from gputrain.logs.parse import parse_line
+
+    best: dict[int | None, int] = {}
+    last: dict[int | None, int] = {}
+    for index, line in enumerate(lines):
+        if not line.strip() or len(line) > 20000:
+            continue
+        record = parse_line(line)
+        rank = record.rank
+        if record.kind == "metrics" and record.step is None and record.fmt not in ("tqdm", "lightning"):
+            last[rank] = index
+        elif record.kind in ("metrics", "progress") and record.step is not None and record.step > best.get(rank, -1):
+            best[rank], last[rank] = record.step, index
+    return last
+
+
+def _event(index: int, rank: int | None, line: str) -> Fatal | None:
+    """A scheduler's, launcher's or library's own words about the end of a job (not an exception line)."""
+    if "***" in line and "CANCELLED AT" in line:
+        match = _SLURM_RE.search(line)
+        if match:
+            kind, state = _SLURM_REASONS.get((match.group("reason") or "").strip(), ("cancelled", "CANCELLED"))
+            what = {"time_limit": "Slurm stopped the job at its time limit",
+                    "preempted": "Slurm preempted the job", "node_fail": "a node of the job failed (Slurm)",
+                    "cancelled": "the job was cancelled (scancel)"}[kind]
+            return Fatal(kind, f"{what}: {match.group(0)}", index, host=match.group("host"), group="verdict",
+                         state=state, evidence=line[:500])
+    low = line.lower()
+    if "oom" in low or "out of memory" in low:
+        match = _OOM_KILL_RE.search(line)
+        if match:
+            return Fatal("host_oom", f"killed by the host's OOM killer ({match.group(0)})", index, rank,
+                         group="worker", evidence=line[:500])
+        if "OOMKilled" in line or classify_line(line) == "host_oom":  # Kubernetes, the kernel's own line
+            return Fatal("host_oom", f"killed by the host's OOM killer ({line.strip()[:200]})", index, rank,
+                         evidence=line[:500])
+    for pattern, kind, state, what in _OTHER_LIMITS:
+        if pattern.search(line):
+            return Fatal(kind, f"{what}: {line.strip()[:200]}", index, group="verdict" if state != "FAILED" else
+                         "worker", state=state, evidence=line[:500])
+    crash = _CRASH_RE.search(line)
+    if crash:
+        return Fatal("signal", f"the process crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
+    if line.startswith("srun: error:"):
+        match = _SRUN_TASK_RE.match(line)
+        if match:
+            how, where = match.group("how"), f"task {match.group('tasks')} on {match.group('host')}"
+            if "Out Of Memory" in how:
+                return Fatal("host_oom", f"{where} ran out of host memory (srun: Out Of Memory)", index,
+                             host=match.group("host"), evidence=line)
+            if how.startswith("Killed"):
+                return Fatal("host_oom", f"{where} killed by SIGKILL, likely the host's OOM killer", index,
+                             host=match.group("host"), group="launcher", evidence=line)
+            if how.startswith("Terminated"):
+                return Fatal("signal", f"{where} terminated (SIGTERM)", index, host=match.group("host"),
+                             group="consequence", evidence=line)
+            return Fatal("exit_code", f"{where}: {how}", index, host=match.group("host"), group="launcher",
+                         evidence=line)
+    if "local_rank:" in line:
+        match = _ELASTIC_RE.search(line)
+        if match:
+            return _launcher_exit(index, int(match.group("rank")), int(match.group("code")), None, line)
+    if "received by PID" in line:
+        match = _SIGNAL_RE.search(line)
+        if match:
+            return _launcher_exit(index, rank, -int(match.group(1)), None, line)
+    if "Killed" in line and _KILLED_RE.match(line):
+        return Fatal("host_oom", "killed by SIGKILL (the shell says \"Killed\"), likely the host's OOM killer",
+                     index, rank, group="launcher", evidence=line[:500])
+    if "Watchdog caught" in line:
+        match = _WATCHDOG_RE.search(line)
+        if match:
+            return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
+    if _VLLM_FATAL in line:
+        return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
+    if "return code" in line:
+        match = _DS_LAUNCHER_RE.search(line)
+        if match and match.group(1) != "0":
+            return _launcher_exit(index, rank, int(match.group(1)), None, line)
+    return None
+
+
+def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, line: str) -> Fatal:
+    who = f"rank {rank}" if rank is not None else "a worker"
+    if code in (-9, 137):
+        return Fatal("host_oom", f"{who} killed by SIGKILL, likely the host's OOM killer", index, rank, host,
+                     group="launcher", evidence=line[:500])
+    if code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        group = "consequence" if name == "SIGTERM" else "launcher"
+        return Fatal("signal", f"{who} killed by {name}", index, rank, host, group=group, evidence=line[:500])
+    label = f"local_rank {rank}" if rank is not None else "a worker"
+    return Fatal("exit_code", f"{label} failed, exit code {code}", index, rank, host, group="launcher",
+                 evidence=line[:500])
+
+
+def _boxes(text: str, end: int) -> list[Fatal]:
+    """torchrun's ``ChildFailedError`` box: the "Root Cause" entry, else any failure that was not a SIGTERM."""
+    start = text.rfind("ChildFailedError")
+    if start == -1:
+        return []
+    box = text[start:]
+    root = box.find("Root Cause")
+    part = box[root:] if root != -1 else box
+    out = []
+    for match in _BOX_RE.finditer(part):
+        rank, code = int(match.group("rank")), int(match.group("code"))
+        host = _BOX_HOST_RE.search(part[max(0, match.start() - 200):match.start()])
+        fatal = _launcher_exit(end, rank, code, host.group(1) if host else None, match.group(0).replace("\n", " "))
+        if code == -9 and "SIGKILL" not in fatal.headline:
+            fatal.headline = f"rank {rank} killed by SIGKILL, likely the host's OOM killer"
+        out.append(fatal)
+    return out

@@ -1,0 +1,74 @@
+"""The root cause among a log's fatal events, and the end state a log with no recorded end shows.
+
+The order (:func:`choose`): a scheduler's verdict; an out-of-memory event (an exception first); the first worker
+exception (the rank the launcher names, else the first rank that failed); an NCCL timeout; vLLM's engine death; the
+launcher's own account (a rank killed by SIGKILL — likely the host's OOM killer — or its exit code); a consequence
+(another rank's echo), when nothing else is there. Events the run went on after (``recovered``) come last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gputrain.logs.fatal import OOM_KINDS, Fatal, scan
+
+
+def choose(events: list[Fatal], named_rank: int | None = None) -> Fatal | None:
+    """The root cause among ``events`` (see the module docstring for the order)."""
+    def first(candidates: list[Fatal]) -> Fatal | None:
+        named = [e for e in candidates if named_rank is not None and e.rank == named_rank]
+        return (named or candidates)[0] if candidates else None
+
+    verdicts = [e for e in events if e.group == "verdict"]
+    if verdicts:
+        return verdicts[0]
+    live = [e for e in events if not e.recovered]
+    return _choose(live, first) or _choose([e for e in events if e.recovered], first)
+
+
+def _choose(events: list[Fatal], first: Callable[[list[Fatal]], Fatal | None]) -> Fatal | None:
+    workers = [e for e in events if e.group == "worker"]
+    for pick in (
+        [e for e in workers if e.kind in OOM_KINDS and e.exception],
+        [e for e in workers if e.kind in OOM_KINDS],
+        [e for e in workers if e.kind not in ("nccl_timeout", "vllm_engine")],
+        [e for e in workers if e.kind == "nccl_timeout"],
+        [e for e in workers if e.kind == "vllm_engine"],
+        [e for e in events if e.group == "launcher" and e.kind == "host_oom"],
+        [e for e in events if e.group == "launcher"],
+        [e for e in events if e.group == "consequence" and e.exception and "SIGTERM" not in e.headline],
+        [e for e in events if e.group == "consequence"],
+    ):
+        found = first(pick)
+        if found is not None:
+            return found
+    return None
+
+
+def launcher_rank(events: list[Fatal]) -> int | None:
+    """The rank the launcher says failed first (torchrun's box or its ``failed (exitcode…)`` line)."""
+    for event in events:
+        if event.group == "launcher" and event.rank is not None:
+            return event.rank
+    return None
+
+
+_DONE_MARKERS = ("'train_runtime'", '"train_runtime"', "`Trainer.fit` stopped")
+
+
+def infer_end(text: str) -> tuple[str, str] | None:
+    """(state, the line that shows it) for a log with no recorded end, from the log's own evidence; None when
+    it shows none (a run still going, or a log cut short): FAILED when the root event is the last word of the
+    run (nothing trained after it), TIMEOUT/CANCELLED/PREEMPTED/NODE_FAIL when Slurm says so, COMPLETED when the
+    trainer printed its end (HF ``train_runtime``, Lightning's "`Trainer.fit` stopped") after any failure."""
+    found = scan(text)
+    root = choose(found, launcher_rank(found))
+    if root is not None and root.group == "verdict":
+        return root.state, root.evidence
+    lines = text.splitlines()
+    done = next((i for i in range(len(lines) - 1, -1, -1) if any(m in lines[i] for m in _DONE_MARKERS)), None)
+    if root is not None and not root.recovered and (done is None or root.line > done):
+        return ("CANCELLED" if root.kind == "cancelled" else root.state), root.evidence or root.headline
+    if done is not None:
+        return "COMPLETED", lines[done].strip()[-300:]
+    return None
