@@ -160,14 +160,16 @@ class LocalBackend(Backend):
                 except ProcessLookupError:
                     pass
 
+            from gputrain.logs.follow import display_line
+
             previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
             try:
                 assert proc.stdout is not None
                 for line in proc.stdout:
                     log.write(line)
                     log.flush()
-                    if echo is not None:
-                        echo.write(line)
+                    if echo is not None:  # the job's output is not ours: escape sequences shown, never acted on
+                        echo.write(display_line(line.encode("utf-8", "replace")) + "\n")
                         echo.flush()
                 rc = proc.wait()
             finally:

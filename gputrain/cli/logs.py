@@ -81,12 +81,11 @@ def _backend_reason(record: JobRecord) -> str | None:
 def world_size(job_dir: Path | None, record: JobRecord | None) -> int | None:
     """The job's number of ranks: plan.json, else the registry, else torchrun's per-rank folders."""
     if job_dir is not None:
-        try:
-            plan = json.loads((job_dir / "plan.json").read_text())
-            if isinstance(plan, dict) and isinstance(plan.get("world_size"), int):
-                return int(plan["world_size"])
-        except (OSError, ValueError):
-            pass
+        from gputrain.logs.jsonfile import read_json_object
+
+        plan = read_json_object(job_dir / "plan.json", warn=False)
+        if plan is not None and isinstance(plan.get("world_size"), int):
+            return int(plan["world_size"])
     size = (record.extra or {}).get("world_size") if record is not None else None
     if isinstance(size, int):
         return size
@@ -136,11 +135,11 @@ def job_finished(job_dir: Path | None, record: JobRecord | None,
 
     def finished() -> bool:
         if job_dir is not None:
-            try:
-                if json.loads((job_dir / "summary.json").read_text()).get("final"):
-                    return True
-            except (OSError, ValueError, AttributeError):
-                pass
+            from gputrain.logs.jsonfile import read_json_object
+
+            summary = read_json_object(job_dir / "summary.json", warn=False)  # polled: no warning each time
+            if summary is not None and summary.get("final"):
+                return True
         if record is None:
             return False
         fresh = _find_record(record.job_id) or record

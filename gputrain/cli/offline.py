@@ -108,10 +108,14 @@ def prepare_command(recipe: str, cluster: str, gpu: str | None, sets: list[str],
     return shlex.join(words)
 
 
-def check_before_submit(plan: JobPlan, command: str, *, check_python: bool = True) -> JobPlan:
+def check_before_submit(plan: JobPlan, command: str, *, check_python: bool = True,
+                        missing_out: list[str] | None = None) -> JobPlan:
     """What ``submit`` asks before sbatch: can the job's interpreter import the training, and, on a cluster
     without internet, is everything the job loads in the cache? Returns the plan with the pinned commits
-    (``plan.offline``); refuses in one line naming what is missing and ``command`` (the prepare line)."""
+    (``plan.offline``); refuses in one line naming what is missing and ``command`` (the prepare line).
+
+    A dry run passes ``missing_out``: what the cache lacks is appended there instead of refused, so the job
+    folder is still written and the dry run can list what ``prepare`` must fetch (#31)."""
     import sys
 
     from gputrain.cli.output import warn
@@ -133,6 +137,9 @@ def check_before_submit(plan: JobPlan, command: str, *, check_python: bool = Tru
         return plan
     home = cache_dir_for(plan, None)
     assets, missing = check_cache(home, hub_items(plan))
+    if missing and missing_out is not None:
+        missing_out.extend(missing)
+        return plan.model_copy(update={"offline": assets}) if assets.repos else plan
     if missing:
         raise UserError(f"cluster {profile.name!r} has no internet on its nodes and {home} lacks "
                         f"{'; '.join(missing)}: run `{command}` first (where the internet is)")

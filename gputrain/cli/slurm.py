@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -108,10 +108,13 @@ def submit(
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
         command = prepare_command(recipe, cluster, gpu, [*(set_ or []), *point], preset)
-        plan = check_before_submit(plan, command, check_python=n == 0)  # interpreter, offline cache (#20)
+        to_fetch: list[str] = []  # a dry run lists what the offline cache lacks instead of refusing (#31)
+        plan = check_before_submit(plan, command, check_python=n == 0,  # interpreter, offline cache (#20)
+                                   missing_out=to_fetch if dry_run else None)
         view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point,
                        warnings=[*plan.warnings, *shape_warnings(plan)],
-                       shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}")
+                       shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}",
+                       to_fetch=to_fetch, prepare=command if to_fetch else None)
         prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point, options=options, array=as_array)
         jobs.append((replace(prepared, resume_from=source) if source else prepared, view))
     if as_array is not None:
@@ -160,6 +163,8 @@ class JobView:
     point: list[str]
     warnings: list[str]
     shape: str
+    to_fetch: list[str] = field(default_factory=list)  # dry run: what `prepare` must fetch first
+    prepare: str | None = None  # the prepare command that fetches it
 
 
 def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug: bool, as_json: bool,
@@ -186,7 +191,8 @@ def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug:
                                f"{', '.join(done)})", exit_code=exc.exit_code) from None
         done.append(result.job_id)
         rows.append({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": dry_run,
-                     **({"sweep": job.sweep} if job.sweep else {})})
+                     **({"sweep": job.sweep} if job.sweep else {}),
+                     **({"prepare": {"command": view.prepare, "missing": view.to_fetch}} if view.to_fetch else {})})
         for warning in view.warnings:
             if warning not in warned:
                 warn(warning)
@@ -196,6 +202,11 @@ def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug:
         where = f"{view.shape} on {view.cluster}" + (f", {' '.join(view.point)}" if view.point else "")
         if dry_run:
             print(f"dry run: wrote {result.job_dir}/job.sbatch ({where}); submit it with sbatch")
+            if view.to_fetch:
+                print(f"  the nodes have no internet and the cache lacks what the job loads; `{view.prepare}` "
+                      "must fetch (where the internet is) before a real submit:")
+                for label in view.to_fetch:
+                    print(f"    {label}")
         else:
             print(f"submitted job {result.job_id} ({view.recipe}, {where})")
             print(f"job folder: {result.job_dir}")

@@ -22,12 +22,13 @@ def job_plan(job_dir: Path | None) -> JobPlan | None:
     """The job's ``plan.json`` read through the contract, or None (no folder, no plan, another version)."""
     from gputrain.contract.plan import load_job_plan
     from gputrain.errors import GputrainError
+    from gputrain.logs.jsonfile import plain_file
 
-    if job_dir is None or not (job_dir / "plan.json").is_file():
+    if job_dir is None or not plain_file(job_dir / "plan.json"):  # a link, a device, too large: not read
         return None
     try:
         return load_job_plan(job_dir / "plan.json")
-    except GputrainError:
+    except (GputrainError, RecursionError):  # RecursionError: JSON nested deeper than the parser recurses
         return None
 
 

@@ -27,6 +27,7 @@ from gputrain.errors import GputrainError, LogError
 from gputrain.logs.catalog import group_rank
 from gputrain.logs.causes import root_cause
 from gputrain.logs.classify import PRIORITY, classify_failure
+from gputrain.logs.jsonfile import MAX_JSON_BYTES, plain_file
 from gputrain.logs.scan import LogScanner
 from gputrain.logs.schema import METRICS_FILE, validate_record
 from gputrain.logs.stats import MetricTable
@@ -67,11 +68,10 @@ def find_logs(job_dir: Path) -> list[Path]:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """A job folder's JSON file: regular files only, bounded size and depth (``gputrain.logs.jsonfile``)."""
+    from gputrain.logs.jsonfile import read_json_object
+
+    return read_json_object(path)
 
 
 class MetricsCursor:
@@ -204,11 +204,18 @@ def read_plan(job_dir: Path) -> JobPlan | None:
         return None
     from gputrain.contract.plan import load_job_plan
 
+    if not plain_file(job_dir / "plan.json"):  # a link, a device, a FIFO, too large: never read
+        print(f"gputrain: warning: {job_dir / 'plan.json'}: not a regular file of at most "
+              f"{MAX_JSON_BYTES >> 20} MiB (summary without plan information)", file=sys.stderr)
+        return None
     try:
         return load_job_plan(job_dir / "plan.json")
     except GputrainError as exc:
         print(f"gputrain: warning: {exc} (summary without plan information)", file=sys.stderr)
-        return None
+    except RecursionError:
+        print(f"gputrain: warning: {job_dir / 'plan.json'}: JSON nested too deep (summary without plan "
+              "information)", file=sys.stderr)
+    return None
 
 
 def _log_table(scanners: list[LogScanner]) -> MetricTable:

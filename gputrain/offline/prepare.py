@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -64,9 +65,40 @@ def choose_files(kind: str, config: str | None, siblings: list[dict[str, Any]],
     return sorted(data, key=lambda s: s["path"])
 
 
+def network_errors() -> tuple[type[BaseException], ...]:
+    """What a failed connection raises through ``huggingface_hub``: its own HTTP error, ``OSError``, and the
+    base error of whichever HTTP client it was built on (``httpx``, its fork ``httpx2``, ``requests``), as
+    loaded by ``huggingface_hub`` itself (nothing is imported here for it)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    found: list[type[BaseException]] = [HfHubHTTPError, OSError]
+    for module, name in (("httpx2", "HTTPError"), ("httpx", "HTTPError"), ("requests", "RequestException")):
+        error = getattr(sys.modules.get(module), name, None)
+        if isinstance(error, type) and issubclass(error, BaseException):
+            found.append(error)
+    return tuple(found)
+
+
+_COMMIT_RE = re.compile(r"\A[0-9a-f]{40}\Z")
+_HASH_RE = re.compile(r"\A[0-9a-f]{40}(?:[0-9a-f]{24})?\Z")  # a git blob id (sha1) or an LFS sha256
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def safe_repo_path(name: object) -> bool:
+    """Is a file name from the hub's listing a plain relative path inside the repository? Names from a
+    server are data: absolute, ``..``, empty or ``.`` parts, backslashes and control characters never become
+    a path on this machine (a hostile mirror's ``/home/me/.bashrc`` or ``data/../../x`` would otherwise be
+    "removed as damaged" outside the cache)."""
+    if not isinstance(name, str) or not name or len(name) > 1024 or "\\" in name or _CONTROL_RE.search(name):
+        return False
+    return not name.startswith("/") and all(part not in ("", ".", "..") for part in name.split("/"))
+
+
 def _repo_info(api: Any, item: HubItem) -> tuple[str, list[dict[str, Any]]]:
-    """(commit, [{path, size, sha256, blob_id}]) of ``item``'s revision."""
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    """(commit, [{path, size, sha256, blob_id}]) of ``item``'s revision; a listing with a name that is not
+    a plain relative path, or a commit or hash that is not hex, is refused (exit 1) before anything is
+    touched."""
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     info_of = api.model_info if item.kind == "model" else api.dataset_info
     try:
@@ -75,11 +107,25 @@ def _repo_info(api: Any, item: HubItem) -> tuple[str, list[dict[str, Any]]]:
         raise UserError(f"{item.label}: no revision {item.revision!r} on the hub") from None
     except RepositoryNotFoundError:
         raise UserError(f"{item.label}: no such repository on the hub (or it is gated: set HF_TOKEN)") from None
-    except (HfHubHTTPError, OSError) as exc:
+    except network_errors() as exc:
         raise ClusterError(f"{item.label}: cannot reach the hub ({_endpoint()}): {_line(exc)}") from None
+    commit = str(info.sha)
+    if not _COMMIT_RE.match(commit):
+        raise ClusterError(f"{item.label}: the hub ({_endpoint()}) answered a commit id that is not 40 hex digits "
+                           f"({commit[:60]!r}); refusing it")
     siblings = [{"path": s.rfilename, "size": s.size or 0, "blob_id": s.blob_id,
                  "sha256": s.lfs.sha256 if s.lfs else None} for s in (info.siblings or [])]
-    return str(info.sha), siblings
+    for sib in siblings:
+        if not safe_repo_path(sib["path"]):
+            raise ClusterError(f"{item.label}: the hub ({_endpoint()}) lists a file name that is not a plain "
+                               f"relative path ({str(sib['path'])[:120]!r}); refusing the repository")
+        for key in ("blob_id", "sha256"):
+            if sib[key] is not None and not (isinstance(sib[key], str) and _HASH_RE.match(sib[key])):
+                raise ClusterError(f"{item.label}: the hub lists {sib['path']!r} with a {key} that is not a hash; "
+                                   "refusing the repository")
+        if not isinstance(sib["size"], int) or sib["size"] < 0:
+            raise ClusterError(f"{item.label}: the hub lists {sib['path']!r} with a size that is not a count")
+    return commit, siblings
 
 
 def _endpoint() -> str:
@@ -113,7 +159,6 @@ def prepare_item(item: HubItem, cache_dir: str, *, verify_all: bool = False,
                  progress: Callable[[str], None] = lambda _: None) -> PrepareResult:
     """Fetch, verify and record one repository; files already in the cache at their size are kept."""
     from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT"))
     commit, siblings = _repo_info(api, item)
@@ -130,18 +175,18 @@ def prepare_item(item: HubItem, cache_dir: str, *, verify_all: bool = False,
     for f in files:
         present = file_ok(snapshot / f.path, f, hashes=verify_all)
         if not present:
-            _remove(snapshot / f.path)  # a damaged copy is fetched again
+            _remove(snapshot / f.path, cache_dir)  # a damaged copy is fetched again
             progress(f"  fetching {f.path} ({human(f.size)})")
             try:
                 hf_hub_download(item.repo, f.path, repo_type=item.kind, revision=commit,
                                 cache_dir=str(Path(cache_dir) / "hub"))
-            except (HfHubHTTPError, OSError) as exc:
+            except network_errors() as exc:
                 raise ClusterError(f"{item.label}: downloading {f.path} failed: {_line(exc)} (run prepare again: "
                                    "finished files are kept, a partial one resumes)") from None
             downloaded.append(f.path)
             size += f.size
         if not present and not file_ok(snapshot / f.path, f, hashes=True):
-            _remove(snapshot / f.path)
+            _remove(snapshot / f.path, cache_dir)
             raise ClusterError(f"{item.label}: {f.path} does not match the hub's size/hash (removed it; run "
                                "prepare again)")
         verified += 1 if (not present or verify_all) else 0
@@ -152,11 +197,18 @@ def prepare_item(item: HubItem, cache_dir: str, *, verify_all: bool = False,
     return PrepareResult(pinned, downloaded, size, verified)
 
 
-def _remove(link: Path) -> None:
-    """Remove a snapshot file and the blob it links to (``huggingface_hub`` would re-link a kept blob)."""
-    if link.is_symlink() or link.exists():
-        link.resolve().unlink(missing_ok=True)
-        link.unlink(missing_ok=True)
+def _remove(link: Path, cache_dir: str) -> None:
+    """Remove a snapshot file and the blob it links to (``huggingface_hub`` would re-link a kept blob);
+    nothing outside the cache's ``hub/`` folder is ever removed."""
+    hub = Path(cache_dir, "hub").resolve()
+    if not (link.is_symlink() or link.exists()):
+        return
+    if not link.parent.resolve().is_relative_to(hub):
+        raise ClusterError(f"{link}: outside the cache {hub}; not removing it")
+    target = link.resolve()
+    if target.is_relative_to(hub):
+        target.unlink(missing_ok=True)
+    link.unlink(missing_ok=True)
 
 
 def _write_ref(cache_dir: str, pinned: PinnedRepo) -> None:

@@ -315,7 +315,7 @@ def _as_recipe_error(exc: ValidationError, source: RecipeSource) -> RecipeError:
     # An unknown key often causes a "missing" error for the field it misspells; the unknown key (with its
     # "did you mean" hint) is the one worth showing.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    key = tuple(str(p) for p in first["loc"])
+    key = tuple(str(p) for p in first["loc"] if p != "[key]")  # a refused dict key: at the key's own line
     model: type[BaseModel] = Recipe
     loc = key
     entry = source.data.get("entrypoint")

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
+from gputrain.recipe.env_policy import check_env_name
 
 #: The ``algorithm:`` settings of any entrypoint; which one a recipe holds is decided by its entrypoint
 #: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
@@ -33,7 +34,6 @@ _RECIPE_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 #: training runs) the power to create, bill and delete your other pods, or to use your ssh agent.
 LAUNCHER_CREDENTIALS = ("RUNPOD_API_KEY", "SSH_AUTH_SOCK")
 LAUNCHER_CREDENTIAL_PREFIXES = ("RUNPOD_",)
-_SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 
 
 class Strict(BaseModel):
@@ -184,7 +184,9 @@ class Recipe(Strict):
     memory: MemorySpec = Field(default_factory=MemorySpec)
     distributed: DistributedSpec = Field(default_factory=DistributedSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[Annotated[str, AfterValidator(check_env_name)], str] = Field(
+        default_factory=dict, description="variables exported to the job: library knobs only "
+        "(gputrain.recipe.env_policy)")
     secrets: list[str] = Field(default_factory=list)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     estimate: EstimateSpec = Field(default_factory=EstimateSpec)
@@ -217,16 +219,6 @@ class Recipe(Strict):
         if isinstance(value, BaseModel):  # another entrypoint's settings: checked field by field
             value = value.model_dump()
         return model.model_validate(value)
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not _ENV_NAME_RE.match(name):
-                raise ValueError(f"env name {name!r} is not a valid shell variable name")
-            if _SECRET_HINT_RE.search(name):
-                raise ValueError(f"env {name!r} looks like a secret: list its name under secrets instead")
-        return value
 
     @field_validator("secrets")
     @classmethod

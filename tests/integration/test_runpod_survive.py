@@ -74,8 +74,8 @@ def _assert_no_key_in_files(tmp_path: Path) -> None:
 def _up_argv(tmp_path: Path, steps: int, step_s: float, *extra: str) -> list[str]:
     return [*CLI, "runpod", "up", str(SELFTEST), "--gpu", "B200", "--gpus", "8", "--image", "me/gputrain:test",
             "--poll", "0.05", "--ready-timeout", "60", "--logs-dir", str(tmp_path / "logs"),
-            "--remote-dir", str(tmp_path / "remote"), "--set", f"env.POD_STEPS='{steps}'",
-            "--set", f"env.POD_STEP_S='{step_s}'", "--set", "env.POD_SAVE_EVERY='12'", *extra]
+            "--remote-dir", str(tmp_path / "remote"), "--set", f"env.RECIPE_POD_STEPS='{steps}'",
+            "--set", f"env.RECIPE_POD_STEP_S='{step_s}'", "--set", "env.RECIPE_POD_SAVE_EVERY='12'", *extra]
 
 
 def _rows(tmp_path: Path) -> list[sqlite3.Row]:
@@ -211,8 +211,8 @@ def test_sshd_killed_salvage_fails_cleanly_pod_terminated_and_run_lost(fake, ssh
     said: list[str] = []
     opts = UpOptions(recipe_path=SELFTEST, gpu="B200", gpus=8, image="me/gputrain:test", poll_s=0.05,
                      ready_timeout_s=60, logs_dir=tmp_path / "logs", remote_dir=str(tmp_path / "remote"),
-                     overrides=["env.POD_STEPS='100'", "env.POD_STEP_S='0.1'"], reconnect_s=3, salvage_s=10,
-                     keepalive_s=1, log_idle_s=0.5)
+                     overrides=["env.RECIPE_POD_STEPS='100'", "env.RECIPE_POD_STEP_S='0.1'"], reconnect_s=3,
+                     salvage_s=10, keepalive_s=1, log_idle_s=0.5)
     killer = threading.Thread(target=lambda: (_wait_for_pod_step(tmp_path, 5), sshd.stop()), daemon=True)
     killer.start()
     outcome = Up(opts, say=said.append).go()

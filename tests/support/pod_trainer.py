@@ -2,11 +2,11 @@
 without torch, at a step rate a test chooses.
 
 Per step it appends ``{"step", "loss"}`` to ``metrics.jsonl`` and prints ``step N/TOTAL loss X``; every
-``POD_SAVE_EVERY`` steps it writes ``checkpoints/step_<8 digits>/state.pt`` the way the runtime does (built
+``RECIPE_POD_SAVE_EVERY`` steps it writes ``checkpoints/step_<8 digits>/state.pt`` the way the runtime does (built
 in ``.tmp-step_…``, then renamed; the newest three kept). On SIGTERM it checkpoints the current step, writes
 the ``PREEMPTED`` marker and exits 75, like :mod:`gputrain.train.runtime.signals`. At the end it writes
-``result.json`` and ``model.onnx`` and exits ``POD_EXIT`` (0). Settings come from the recipe's ``env``
-(``--set env.POD_STEPS=96``), which the launcher exports.
+``result.json`` and ``model.onnx`` and exits ``RECIPE_POD_EXIT`` (0). Settings come from the recipe's ``env``
+(``--set env.RECIPE_POD_STEPS=96``), which the launcher exports.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-STEPS = int(os.environ.get("POD_STEPS", "12"))
-STEP_S = float(os.environ.get("POD_STEP_S", "0.05"))
-SAVE_EVERY = int(os.environ.get("POD_SAVE_EVERY", "4"))
-EXIT = int(os.environ.get("POD_EXIT", "0"))
+STEPS = int(os.environ.get("RECIPE_POD_STEPS", "12"))
+STEP_S = float(os.environ.get("RECIPE_POD_STEP_S", "0.05"))
+SAVE_EVERY = int(os.environ.get("RECIPE_POD_SAVE_EVERY", "4"))
+EXIT = int(os.environ.get("RECIPE_POD_EXIT", "0"))
 
 
 def save(job: Path, step: int) -> None:

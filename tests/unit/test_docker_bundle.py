@@ -95,10 +95,10 @@ def test_hostile_recipe_env_stays_a_literal(tmp_path):
     shellcheck = _tool("shellcheck")
     marker = tmp_path / "pwned"
     plan = make_plan(GNN, gpu="B200", gpus_per_node=8, target="docker",
-                     overrides=[f"env.NOTE=x'; touch {marker}; echo '$(touch {marker})"])
+                     overrides=[f"env.RECIPE_NOTE=x'; touch {marker}; echo '$(touch {marker})"])
     text = render_bundle(plan)["run_multigpu.sh"]
-    line = next(x for x in text.splitlines() if x.startswith("export NOTE="))
-    out = subprocess.run(["bash", "-c", f"{line}; printf %s \"$NOTE\""], capture_output=True, text=True)
+    line = next(x for x in text.splitlines() if x.startswith("export RECIPE_NOTE="))
+    out = subprocess.run(["bash", "-c", f"{line}; printf %s \"$RECIPE_NOTE\""], capture_output=True, text=True)
     assert out.stdout == f"x'; touch {marker}; echo '$(touch {marker})"
     assert not marker.exists()
     (tmp_path / "run_multigpu.sh").write_text(text)

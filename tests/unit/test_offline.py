@@ -149,7 +149,8 @@ def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None)
 
 
 def test_submit_to_an_offline_cluster_without_prepare_refuses_in_one_line(tmp_path: Path) -> None:
-    proc = _cli("submit", str(MBPP), "--cluster", "supercloud", "--dry-run", "--set", "train.max_steps=5",
+    # a real submit (a dry run lists what is missing instead: tests/security/test_boundary_mirror.py, #31)
+    proc = _cli("submit", str(MBPP), "--cluster", "supercloud", "--set", "train.max_steps=5",
                 env={"HF_HOME": str(tmp_path / "empty")}, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

@@ -62,7 +62,7 @@ def test_hostile_values_never_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert not PWNED.exists(), "a recipe value ran a shell command"
     seen = json.loads((job / "seen.json").read_text())
-    assert seen["env"]["EVIL"] == plan.recipe.env["EVIL"]
+    assert seen["env"]["RECIPE_EVIL"] == plan.recipe.env["RECIPE_EVIL"]
     assert "warning: secret WANDB_API_KEY is not set" in proc.stderr
     assert seen["argv"][-4:] == ["--plan", f"{job}/plan.json", "--job-dir", str(job)]
 

@@ -64,7 +64,7 @@ def _leaf_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[t
 RECIPE_FIELDS = sorted(
     {f for f in _leaf_fields(Recipe) if f[0] not in ("algorithm", "profiles")}
     | {("algorithm", *f) for f in _leaf_fields(algorithm_model("selftest"))}
-    | {("env", "HOSTILE"), ("env", "<key>"), ("secrets", "<item>"), ("profiles", "cpu", "description")}
+    | {("env", "RECIPE_HOSTILE"), ("env", "<key>"), ("secrets", "<item>"), ("profiles", "cpu", "description")}
 )
 CLUSTER_FIELDS = sorted(set(ClusterProfile.model_fields) - {"name", "setup"} | {"setup:single-line"})
 
@@ -194,7 +194,7 @@ def test_hostile_recipe_values_never_run(tmp_path: Path, data: st.DataObject) ->
 
 
 #: Fields that take any single-line text: the payload must reach the scripts (quoted) and stay inert.
-FREE_TEXT = [("env", "HOSTILE"), ("model", "name"), ("model", "size"), ("data", "source"), ("data", "split"),
+FREE_TEXT = [("env", "RECIPE_HOSTILE"), ("model", "name"), ("model", "size"), ("data", "source"), ("data", "split"),
              ("tracking", "project"), ("description",)]
 
 
@@ -251,7 +251,7 @@ def test_a_recipe_file_name_with_a_newline_stays_in_its_comment(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    (("resources", "time"), "12:00:00\n"), (("name",), "selftest\n"), (("env", "A"), "a\nb"),
+    (("resources", "time"), "12:00:00\n"), (("name",), "selftest\n"), (("env", "RECIPE_A"), "a\nb"),
     (("secrets", "<item>"), "HF_TOKEN\n"),
 ])
 def test_trailing_newlines_are_refused_in_recipes(tmp_path: Path, field: tuple[str, ...], value: str) -> None:

@@ -82,7 +82,7 @@ def test_tensorboard_and_wandb_offline_log_without_secret_values(
     recipe = Recipe.model_validate({
         **toy_recipe(),
         "secrets": ["MY_TOKEN"],
-        "env": {"LEAK": f"prefix {secret}"},
+        "env": {"RECIPE_LEAK": f"prefix {secret}"},
         "tracking": {"tensorboard": True, "wandb": pytest.importorskip("wandb") is not None, "project": "t"},
     })
     metrics = Metrics(tmp_path, recipe, enabled=True)

@@ -35,7 +35,7 @@ def recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WANDB_API_KEY", "sekrit-value-123")
     monkeypatch.chdir(tmp_path)
     text = (ROOT / "recipes" / "selftest.yaml").read_text()
-    text += yaml.safe_dump({"env": {"GREETING": NASTY, "NCCL_DEBUG": "WARN"}, "secrets": ["WANDB_API_KEY"]})
+    text += yaml.safe_dump({"env": {"RECIPE_GREETING": NASTY, "NCCL_DEBUG": "WARN"}, "secrets": ["WANDB_API_KEY"]})
     path = tmp_path / "selftest.yaml"
     path.write_text(text)
     return path
@@ -147,8 +147,8 @@ def test_recipe_values_are_quoted_and_secrets_absent(recipe: Path, tmp_path: Pat
     text = _render(recipe, cluster="testbed", gpu="cpu")
     assert "sekrit-value-123" not in text
     assert "WANDB_API_KEY" in text  # by name only: checked at run time
-    export = next(line for line in text.splitlines() if line.startswith("export GREETING="))
-    out = subprocess.run(["bash", "-c", f'{export}; printf %s "$GREETING"'], capture_output=True, text=True)
+    export = next(line for line in text.splitlines() if line.startswith("export RECIPE_GREETING="))
+    out = subprocess.run(["bash", "-c", f'{export}; printf %s "$RECIPE_GREETING"'], capture_output=True, text=True)
     assert out.stdout == NASTY and not Path("/tmp/pwned").exists()
     script = tmp_path / "job.sbatch"
     script.write_text(text)

@@ -12,8 +12,10 @@ The container log (RunPod's v2 logs endpoint, Server-Sent Events) is kept too, i
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -73,7 +75,32 @@ def salvage(shell: PodShell, remote_job: str, job_dir: Path, budget_s: float,
         say(f"salvaging the newest checkpoint {newest}")
         shell.download_paths([f"{remote_job}/checkpoints/{newest}"], job_dir / "checkpoints", timeout_s=left())
         got.append(f"checkpoints/{newest}")
-    return got
+    dropped = drop_non_regular(job_dir, got)
+    if dropped:
+        say(f"ignored {len(dropped)} salvaged entr{'y' if len(dropped) == 1 else 'ies'} that were not regular "
+            f"files (links, devices): {', '.join(dropped[:5])}")
+    return [name for name in got if name not in dropped and (job_dir / name).exists()]
+
+
+def drop_non_regular(job_dir: Path, names: list[str]) -> list[str]:
+    """Remove whatever a salvage brought back that is not a regular file or a folder (a link, a FIFO, a
+    device), at any depth under ``names``: the pod's folder is hostile data, and nothing here may later be
+    read *through* it. (rsync -rt already skips them; scp, the fallback, is checked the same way.)"""
+    dropped: list[str] = []
+    for name in names:
+        top = job_dir / name
+        real_dir = top.is_dir() and not top.is_symlink()  # never walk into a link: it leads outside
+        inside = [Path(d, n) for d, dirs, files in os.walk(top, followlinks=False) for n in (*dirs, *files)] \
+            if real_dir else []
+        for path in [top, *inside]:
+            try:
+                mode = path.lstat().st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                path.unlink(missing_ok=True)
+                dropped.append(str(path.relative_to(job_dir)))
+    return dropped
 
 
 def keep_container_log(client: RunPodClient, pod_id: str, job_dir: Path, idle_s: float = 3.0,
@@ -85,6 +112,17 @@ def keep_container_log(client: RunPodClient, pod_id: str, job_dir: Path, idle_s:
     lines = client.pod_logs(pod_id, tail=tail, idle_s=idle_s)
     if lines:
         path = job_dir / CONTAINER_LOG
-        old = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-        write_atomic(path, old + "".join(f"{line}\n" for line in lines))
+        write_atomic(path, _earlier_copy(path) + "".join(f"{line}\n" for line in lines), 0o600)
     return len(lines)
+
+
+def _earlier_copy(path: Path) -> str:
+    """The container log kept before, if it is our own regular file: a link the pod planted (to
+    ``/proc/self/environ``, to a key) is never read through, and is replaced by the write."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return ""
+    if not stat.S_ISREG(info.st_mode):
+        return ""
+    return path.read_text(encoding="utf-8", errors="replace")

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gputrain.backends.runpod.billing import billed_cost
 from gputrain.backends.runpod.pods import Pod
@@ -38,6 +38,18 @@ if TYPE_CHECKING:
     from gputrain.backends.runpod.api import RunPodClient
     from gputrain.registry.store import JobRegistry
 
+
+def echo_lines(data: bytes, out: TextIO) -> bytes:
+    """Write the complete lines of ``data`` (the pod's output) to ``out`` through the one terminal filter
+    (:func:`gputrain.logs.follow.display_line`: a pod's escape sequences are shown, never acted on);
+    returns the incomplete last line, to be completed by the next chunk."""
+    from gputrain.logs.follow import display_line
+
+    *lines, pending = data.split(b"\n")
+    for line in lines:
+        out.write(display_line(line) + "\n")
+    out.flush()
+    return pending
 
 class Interrupted(GputrainError):
     exit_code = 130
@@ -163,10 +175,7 @@ class PodRun:
                     self.say(f"cost so far ${so_far:.2f} (billed ${self.cost_per_hour:.2f}/h)")
                 log.write(chunk)
                 log.flush()
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    print(line.decode(errors="replace"), flush=True)
+                pending = echo_lines(pending + chunk, sys.stdout)
 
             while True:
                 try:

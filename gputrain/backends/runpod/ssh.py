@@ -131,7 +131,10 @@ class PodShell:
         """rsync when both ends have it; on download the local training log (streamed live) is kept."""
         ssh = shlex.join(["ssh", *self.options, "-p", str(self.endpoint.port)])
         if self._rsync_ok():
-            argv = ["rsync", "-a", "--partial", "-e", ssh]
+            # Download: regular files and folders only (-rt, not -a): a pod's symbolic link (container.log ->
+            # /proc/self/environ), device or FIFO is skipped, never recreated here for us to read through,
+            # and the pod's permission bits are not taken over.
+            argv = ["rsync", "-a" if upload else "-rt", "--partial", "-e", ssh]
             if bwlimit_kbps:
                 argv.append(f"--bwlimit={bwlimit_kbps}")
             if not upload:

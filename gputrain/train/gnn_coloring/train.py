@@ -183,7 +183,7 @@ def finish(
         return 0
     best_path = ctx.job_dir / BEST_FILE
     if best_path.is_file():
-        net.load_state_dict(torch.load(best_path, map_location=ctx.device))
+        net.load_state_dict(torch.load(best_path, map_location=ctx.device, weights_only=True))
     settings = GNNColoringAlgorithm.model_validate(algo)
     result: dict[str, Any] = {"steps": step, "best_val_loss": best["val_loss"], "best_step": best["step"]}
     result.update(report(net, settings, ctx.device))

@@ -65,6 +65,46 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         raise
 
 
+class UnsafeCheckpoint(RuntimeError):
+    """A checkpoint file holds more than tensors and plain data: loading it could run code."""
+
+
+#: What our own checkpoints hold besides tensors and plain containers: NumPy's RNG state (an array).
+_NUMPY_GLOBALS = ("numpy._core.multiarray._reconstruct", "numpy.core.multiarray._reconstruct", "numpy.ndarray",
+                  "numpy.dtype", "numpy.dtypes.UInt32DType")
+
+
+def _safe_globals() -> list[Any]:
+    import importlib
+
+    found = []
+    for dotted in _NUMPY_GLOBALS:
+        module, _, name = dotted.rpartition(".")
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return found
+
+
+def load_tensors(path: Path, map_location: str | torch.device = "cpu") -> Any:
+    """``torch.load`` with ``weights_only=True``: a checkpoint is data, even one from someone else
+    (``--resume-from``). Unpickling an arbitrary object runs its constructor's code, so only tensors, plain
+    containers and NumPy arrays (our RNG state) are accepted; anything else raises :class:`UnsafeCheckpoint`
+    and nothing of the file runs."""
+    import pickle
+
+    try:
+        with torch.serialization.safe_globals(_safe_globals()):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        detail = str(exc).strip().splitlines()
+        what = next((line for line in detail if "GLOBAL" in line or "global" in line or "but got" in line),
+                    detail[0] if detail else "")
+        raise UnsafeCheckpoint(f"{path}: refusing to load it: it holds objects other than tensors and plain "
+                               f"data, and unpickling them could run code ({what.strip()[:200]})") from None
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     write_atomic(path, text)
 
@@ -265,11 +305,11 @@ class CheckpointManager:
             return None
         step, path = done[-1]
         meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-        main = torch.load(path / "state.pt", map_location=map_location, weights_only=False)
+        main = load_tensors(path / "state.pt", map_location=map_location)
         rank_file = path / f"rank{self.rank}.pt"
         rank_payload: dict[str, Any] = {}
         if rank_file.is_file() and meta.get("world_size") == self.world_size:
-            rank_payload = torch.load(rank_file, map_location="cpu", weights_only=False)
+            rank_payload = load_tensors(rank_file, map_location="cpu")
         return Checkpoint(
             step=step,
             path=path,

@@ -1,0 +1,75 @@
+"""Which environment variables a recipe may set: an allow-list, because a recipe is data.
+
+A recipe's ``env`` is exported by every launch script (local, Slurm, Docker, RunPod) before the training
+starts, on every node. A variable read by the shell, the dynamic loader or the interpreter turns that data
+into code: ``BASH_ENV`` runs a file in each ``bash -c`` (the multi-node ``srun bash -c`` path),
+``LD_PRELOAD`` loads a library into every process, ``PYTHONPATH``/``PYTHONSTARTUP``/``PATH`` choose what
+code runs, and gputrain's own ``GPUTRAIN_SANDBOX_*`` switch would weaken the sandbox that model-written code
+runs in. Such names cannot be enumerated (every program reads its own), so the rule is the other way
+round: a recipe may set only the tuning knobs of the libraries a training uses — the names below, which
+cover every shipped recipe and every remedy of the log doctor (``tests/security/test_boundary_env.py``
+checks both) — and names under ``RECIPE_``, a namespace that gputrain and the libraries it runs never
+read, free for the user's own code.
+
+The user's own environment and their cluster profile (``setup:``, ``cache_dir``) stay trusted: the
+launcher's ``--debug`` adds ``NCCL_DEBUG``/``TORCH_DISTRIBUTED_DEBUG`` itself, and a profile's paths reach
+the script as quoted values of names the template writes.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Prefixes a recipe may set: collective-communication, allocator and library tuning, tracking.
+ALLOWED_PREFIXES = (
+    "NCCL_",  # NCCL tuning (NCCL_IB_DISABLE, NCCL_P2P_LEVEL, NCCL_DEBUG, NCCL_SOCKET_IFNAME ...)
+    "TORCH_NCCL_",  # TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT ...
+    "HF_",  # Hugging Face hub/datasets caches and switches (HF_HOME, HF_HUB_OFFLINE ...)
+    "WANDB_",  # Weights & Biases (WANDB_PROJECT, WANDB_MODE, WANDB_NOTES ...); keys go under `secrets`
+    "RECIPE_",  # the user's own settings: nothing gputrain runs reads this namespace
+)
+
+#: Single names a recipe may set.
+ALLOWED_NAMES = frozenset({
+    "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "TORCH_DISTRIBUTED_DEBUG", "TORCH_CPP_LOG_LEVEL", "TORCH_SHOW_CPP_STACKTRACES", "TORCH_LOGS",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "CUBLAS_WORKSPACE_CONFIG",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+    "TRANSFORMERS_OFFLINE", "TRANSFORMERS_VERBOSITY", "HF_DATASETS_OFFLINE",
+    "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+    "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_LOGGING_LEVEL",
+})
+
+#: Names under an allowed prefix that still run or admit code: refused.
+DENIED_NAMES = frozenset({
+    "HF_ALLOW_CODE_EVAL",  # `evaluate`'s code_eval runs model-written code unsandboxed when set
+    "HF_DATASETS_TRUST_REMOTE_CODE",  # `datasets` runs a repository's loading script when set
+})
+
+_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+
+
+def env_name_allowed(name: str) -> bool:
+    """May a recipe export ``name`` to its job?"""
+    if name in DENIED_NAMES:
+        return False
+    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+
+
+def allowed_summary() -> str:
+    """The allow-list in one line, for an error message."""
+    return ", ".join([*(f"{p}*" for p in ALLOWED_PREFIXES), "PYTORCH_CUDA_ALLOC_CONF", "OMP_NUM_THREADS",
+                      "CUDA_*/TORCH_* debug switches (see gputrain/recipe/env_policy.py)"])
+
+
+def check_env_name(name: str) -> str:
+    """``name`` if a recipe may set it; ValueError (one line, naming it) otherwise."""
+    if not _NAME_RE.match(name):
+        raise ValueError(f"env name {name!r} is not a valid shell variable name")
+    if _SECRET_HINT_RE.search(name):
+        raise ValueError(f"env {name!r} looks like a secret: list its name under secrets instead")
+    if not env_name_allowed(name):
+        raise ValueError(f"a recipe may not set {name} (a recipe is data; variables read by the shell, loader, "
+                         f"interpreter or sandbox are refused); allowed: {allowed_summary()}")
+    return name
