@@ -19,7 +19,7 @@ from gputrain.recipe.schema import Recipe
 
 GIB = physics.GIB
 #: terms that are byte counts of parameters or a configured reservation (everything else is a formula)
-_EXACT = frozenset({"weights", "gradients", "optimizer", "autocast_weights", "fsdp_unsharded_grads",
+_EXACT = frozenset({"weights", "master_weights", "gradients", "optimizer", "autocast_weights", "fsdp_unsharded_grads",
                     "reference_model", "vllm_share", "fsdp_buffers", "unsharded_weights", "frozen_weights"})
 #: (low, high) multipliers of a term by its basis. ``assumed``: a formula not yet checked against a
 #: measurement; its high end covers the worst under-prediction of such terms on the H200 sheet
@@ -43,6 +43,16 @@ def state_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout) -> lis
     if recipe.model.lora_rank:
         terms.append(_term("frozen_weights", half * params / mp / lay.weights_shard, cut,
                            note="frozen base weights in the compute dtype (LoRA)"))
+    if lay.sharding != "auto" and not lay.offload:  # ZeRO / distributed optimizer: fp32 master with the moments
+        zero3 = lay.sharding == "zero3"
+        terms += [_term("weights", half * params / mp / (lay.dp if zero3 else 1), "distributed.sharding=zero3",
+                        note="compute-dtype weights"),
+                  _term("master_weights", 4 * trainable / lay.optimizer_shard, note="fp32 master weights, sharded "
+                        "with the optimizer"),
+                  _term("optimizer", 8 * trainable / lay.optimizer_shard, note="AdamW moments, fp32, sharded"),
+                  _term("gradients", 4 * trainable / lay.grads_shard, "distributed.sharding=zero2",
+                        note="fp32 gradients" + (", reduce-scattered per micro-batch" if lay.grads_shard > 1 else ""))]
+        return terms
     if lay.offload:
         terms.append(_term("weights", half * trainable / lay.weights_shard, note="compute-dtype weights on the "
                            "GPU; fp32 master weights and AdamW moments offloaded to the host"))

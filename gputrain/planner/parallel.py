@@ -30,7 +30,7 @@ from gputrain.recipe.schema import Recipe
 class Layout:
     train_world: int          # GPUs that train (server-mode rollout GPUs excluded)
     dp: int                   # data-parallel ranks
-    model_parallel: int       # tp × pp
+    model_parallel: int       # tp × pp (× ep): how far the model states are split
     weights_shard: int
     grads_shard: int
     optimizer_shard: int
@@ -38,6 +38,7 @@ class Layout:
     offload: bool
     trainable: float          # parameters with gradients and optimizer state
     label: str
+    sharding: str = "auto"    # auto: the trainer's FSDP2/DDP; zero1/2/3: master weights sharded with the optimizer
 
     @property
     def sharded(self) -> bool:
@@ -62,6 +63,7 @@ def layout(recipe: Recipe, world: int) -> Layout:
     train_world = max(1, world - rollout_gpus(recipe, world))
     mp = dist.tensor_parallel * dist.pipeline_parallel
     dp = max(1, train_world // mp)
+    states_split = mp * dist.expert_parallel  # experts dominate a MoE's parameters: split them all by EP
     strategy = dist.strategy
     sharding = dist.sharding
     if strategy == "deepspeed" and sharding == "auto":
@@ -81,10 +83,11 @@ def layout(recipe: Recipe, world: int) -> Layout:
         label += f" ({sharding.upper()}, gradients reduce-scattered per micro-batch)"
     elif full_grads:
         label += " (full unsharded gradients while accumulating)"
-    if mp > 1:
-        label += f", TP {dist.tensor_parallel} × PP {dist.pipeline_parallel}"
+    if mp > 1 or dist.expert_parallel > 1:
+        label += f", TP {dist.tensor_parallel} × PP {dist.pipeline_parallel} × EP {dist.expert_parallel}"
     trainable = lora_params(recipe) if recipe.model.lora_rank else physics.params_of(recipe.model)
-    return Layout(train_world, dp, mp, w, g, o, full_grads, dist.cpu_offload, trainable, label)
+    return Layout(train_world, dp, states_split, w, g, o, full_grads, dist.cpu_offload, trainable, label,
+                  sharding)
 
 
 def deepspeed_runs_as_ddp(recipe: Recipe) -> bool:

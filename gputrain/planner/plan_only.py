@@ -22,6 +22,7 @@ PLAN_ONLY: tuple[tuple[str, Callable[[Recipe], bool]], ...] = (
     ("distributed.sharding", lambda r: r.distributed.sharding != "auto"),
     ("distributed.tensor_parallel", lambda r: r.distributed.tensor_parallel > 1),
     ("distributed.pipeline_parallel", lambda r: r.distributed.pipeline_parallel > 1),
+    ("distributed.expert_parallel", lambda r: r.distributed.expert_parallel > 1),
     ("distributed.cpu_offload", lambda r: r.distributed.cpu_offload),
     ("model.lora_rank", lambda r: r.model.lora_rank is not None),
     ("algorithm.vllm_mode", lambda r: (a := _algo(r)) is not None and a.vllm_mode != "colocate"),

@@ -115,6 +115,8 @@ class DistributedSpec(Strict):
         "sharded, gradients reduce-scattered per micro-batch (plan-only)")
     tensor_parallel: int = Field(default=1, gt=0, description="training tensor parallelism (plan-only)")
     pipeline_parallel: int = Field(default=1, gt=0, description="training pipeline stages (plan-only)")
+    expert_parallel: int = Field(default=1, gt=0, description="mixture-of-experts: experts split over this many "
+                                 "ranks (plan-only)")
     cpu_offload: bool = Field(default=False, description="fp32 weights and optimizer on the host (plan-only)")
 
 
