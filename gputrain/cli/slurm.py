@@ -93,7 +93,7 @@ def submit(
 
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
-    from gputrain.planner.plan_only import refuse_plan_only
+    from gputrain.recipe.plan_only import refuse_plan_only
     from gputrain.render.sbatch import SubmitOptions, shape_warnings
 
     options = SubmitOptions(

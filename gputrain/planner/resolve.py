@@ -52,6 +52,7 @@ def make_plan(
     target: str | None = None,
     check_memory: bool = True,
     calibrate: bool = False,
+    prefer_job: str | None = None,
 ) -> JobPlan:
     """Resolve a recipe for a hardware choice. ``gpu=None`` detects the local GPU (or ``cpu``)."""
     overrides = list(overrides)
@@ -109,7 +110,8 @@ def make_plan(
         from gputrain.planner.calibrate import calibrate as apply_calibration
         from gputrain.registry.measured import measured_runs
 
-        est = apply_calibration(est, recipe, gpu_type, gpus * node_count, precision, measured_runs())
+        est = apply_calibration(est, recipe, gpu_type, gpus * node_count, precision, measured_runs(),
+                                prefer_job=prefer_job)
     warnings.extend(est.warnings)
     if check_memory and not est.fits:
         raise PlanError(est.fit_message)
