@@ -26,10 +26,12 @@ from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.loader import (
     Key,
     Location,
+    Override,
     RecipeSource,
-    apply_overrides,
+    apply_parsed,
     deep_merge,
     load_source,
+    parse_overrides,
     validate_source,
 )
 from gputrain.recipe.schema import Profile, Recipe
@@ -57,7 +59,8 @@ def make_plan(
     """Resolve a recipe for a hardware choice. ``gpu=None`` detects the local GPU (or ``cpu``)."""
     overrides = list(overrides)
     source = load_source(recipe_path)
-    base = validate_source(apply_overrides(source, overrides))
+    parsed = parse_overrides(source, overrides)  # parsed once, applied once: over the merged layers below
+    base = validate_source(apply_parsed(source, parsed))  # for the profile and preset choice only
     cluster_profile = _load_cluster(cluster) if cluster else None
     wanted_target = target or ("slurm" if cluster_profile else "local")
     chosen_target = next((t for t in TARGETS if t == wanted_target), None)
@@ -68,7 +71,7 @@ def make_plan(
 
     profile_name, profile = _match_profile(base, gpu_type, source, warnings)
     preset_name = _choose_preset(profile, preset, base, profile_name)
-    merged, provenance, marks = _merge_layers(source, profile_name, profile, preset_name, overrides)
+    merged, provenance, marks = _merge_layers(source, profile_name, profile, preset_name, parsed)
     recipe = validate_source(RecipeSource(source.path, merged, marks))
 
     gpus = gpus_per_node or (cluster_profile.gpus_per_node if cluster_profile else None)
@@ -130,7 +133,7 @@ def make_plan(
     return JobPlan(
         recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
         gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,
-        precision=precision, attention=attention, global_batch_size=global_batch, learning_rate=lr,
+        precision=precision, attention=attention, global_batch_size=global_batch,
         lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=chosen_target,
         cluster=cluster_profile, warnings=warnings, provenance=provenance,
     )
@@ -255,7 +258,8 @@ def _leaves(data: Mapping[str, Any], prefix: Key = ()) -> Iterable[Key]:
 
 
 def _merge_layers(
-    source: RecipeSource, profile_name: str | None, profile: Profile | None, preset: str | None, overrides: list[str]
+    source: RecipeSource, profile_name: str | None, profile: Profile | None, preset: str | None,
+    overrides: list[Override],
 ) -> tuple[dict[str, Any], dict[str, str], dict[Key, Location]]:
     data = dict(source.data)
     marks = dict(source.marks)
@@ -273,9 +277,9 @@ def _merge_layers(
                 loc = source.marks.get((*origin, *leaf[:n]))
                 if loc is not None:
                     marks[leaf[:n]] = loc
-    merged = apply_overrides(RecipeSource(source.path, data, marks), overrides)
-    for text in overrides:
-        provenance[text.partition("=")[0].strip()] = "--set"
+    merged = apply_parsed(RecipeSource(source.path, data, marks), overrides)
+    for key, _, _ in overrides:
+        provenance[".".join(key)] = "--set"
     return merged.data, provenance, merged.marks
 
 
