@@ -91,10 +91,13 @@ def print_estimate(plan: JobPlan) -> None:
     print(f"\nestimate ({est.workload} model)")
     if est.step_seconds is not None:
         split = ", ".join(f"{k} {v:.3g}" for k, v in est.phases.items())
-        print(f"  step time            {est.step_seconds:.3g} s ({split})")
+        spread = (f"; range {est.step_range_seconds[0]:.3g}-{est.step_range_seconds[1]:.3g} s"
+                  if est.step_range_seconds else "")
+        print(f"  step time            {est.step_seconds:.3g} s ({split}{spread})")
         if est.peak_bound_seconds:
+            assumed = " (estimate.mfu: assumed)" if "mfu" in plan.recipe.estimate.model_fields_set else ""
             print(f"  at dense peak        {est.peak_bound_seconds:.3g} s ({est.step_flops:.3g} FLOPs; compute at "
-                  f"{est.mfu:.0%} MFU)")
+                  f"{est.mfu:.0%} MFU{assumed})")
     if est.total_steps is not None:
         print(f"  steps                {est.total_steps}")
     if est.total_hours is not None:
@@ -105,11 +108,13 @@ def print_estimate(plan: JobPlan) -> None:
               f"${est.gpu_hourly_usd:g}/GPU-hour; {plan.gpu.price_source})")
     if est.memory_gib_per_gpu is not None:
         cap = f" of {est.capacity_gib:g}" if est.capacity_gib else " (resident set per process)"
-        print(f"  memory per GPU       {est.memory_gib_per_gpu:.3g}{cap} GiB: persistent + the larger of train/"
-              "rollout")
+        spread = (f" (range {est.memory_range_gib[0]:.3g}-{est.memory_range_gib[1]:.3g})"
+                  if est.memory_range_gib else "")
+        print(f"  memory per GPU       {est.memory_gib_per_gpu:.3g}{spread}{cap} GiB: persistent + the larger of "
+              "train/rollout")
         for term in est.memory_terms:
             knob = f"  cut: {term.knob}" if term.knob else ""
-            print(f"    {term.name:<22} {term.gib:8.2f} GiB  {term.phase:<10}{knob}")
+            print(f"    {term.name:<22} {term.gib:8.2f} GiB  {term.phase:<10} {term.basis:<8}{knob}")
     resized = est.fit is not None and plan.recipe.train.batch_size != est.fit.batch_size
     if est.fit is not None and est.fit.overrides and (not est.fits or resized):
         print(f"  fits with            {' '.join('--set ' + o for o in est.fit.overrides)} ({est.fit.note}; "

@@ -77,7 +77,7 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                        "log-softmax kept for backward, one row's fp32 copy and gradient"))
     if lay.full_grads_while_accumulating and s.micro_per_update > 1:
         terms.append(_term("fsdp_unsharded_grads", lay.trainable / lay.model_parallel * half,
-                           "distributed.sharding=zero2", phase="train",
+                           "train.batch_size", phase="train",
                            note=f"full-size gradients while accumulating {s.micro_per_update} micro-batches "
                            "(FSDP2 with sync off, as the trainer runs it)"))
     if algo.beta > 0 and params:
