@@ -219,10 +219,11 @@ def plan(
     if compare or deadline or budget is not None:
         print_compare(path, gpu, kwargs, as_json=json_, deadline=deadline, budget=budget)
         return
+    probe_job = None
     if probe:
         from gputrain.cli.probe import run_probe
 
-        run_probe(path, gpu, kwargs, steps)
+        probe_job = run_probe(path, gpu, kwargs, steps)
     if fit:
         first = make_plan(path, gpu=gpu, check_memory=False, **kwargs)
         if first.estimate.fit is not None and first.estimate.fit.overrides:
@@ -230,7 +231,7 @@ def plan(
             from gputrain.cli.output import warn
 
             warn(f"--fit: {' '.join(first.estimate.fit.overrides)} ({first.estimate.fit.note})")
-    result = make_plan(path, gpu=gpu, calibrate=True, **kwargs)
+    result = make_plan(path, gpu=gpu, calibrate=True, prefer_job=probe_job, **kwargs)
     artifacts = render_artifacts(result)
     if out is not None and result.target == "docker":
         from gputrain.backends.runpod.bundle import write_bundle  # the build context needs the package too

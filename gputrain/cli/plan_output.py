@@ -91,10 +91,13 @@ def print_estimate(plan: JobPlan) -> None:
     print(f"\nestimate ({est.workload} model)")
     if est.step_seconds is not None:
         split = ", ".join(f"{k} {v:.3g}" for k, v in est.phases.items())
-        print(f"  step time            {est.step_seconds:.3g} s ({split})")
+        spread = (f"; range {est.step_range_seconds[0]:.3g}-{est.step_range_seconds[1]:.3g} s"
+                  if est.step_range_seconds else "")
+        print(f"  step time            {est.step_seconds:.3g} s ({split}{spread})")
         if est.peak_bound_seconds:
+            assumed = " (estimate.mfu: assumed)" if "mfu" in plan.recipe.estimate.model_fields_set else ""
             print(f"  at dense peak        {est.peak_bound_seconds:.3g} s ({est.step_flops:.3g} FLOPs; compute at "
-                  f"{est.mfu:.0%} MFU)")
+                  f"{est.mfu:.0%} MFU{assumed})")
     if est.total_steps is not None:
         print(f"  steps                {est.total_steps}")
     if est.total_hours is not None:
@@ -105,11 +108,13 @@ def print_estimate(plan: JobPlan) -> None:
               f"${est.gpu_hourly_usd:g}/GPU-hour; {plan.gpu.price_source})")
     if est.memory_gib_per_gpu is not None:
         cap = f" of {est.capacity_gib:g}" if est.capacity_gib else " (resident set per process)"
-        print(f"  memory per GPU       {est.memory_gib_per_gpu:.3g}{cap} GiB: persistent + the larger of train/"
-              "rollout")
+        spread = (f" (range {est.memory_range_gib[0]:.3g}-{est.memory_range_gib[1]:.3g})"
+                  if est.memory_range_gib else "")
+        print(f"  memory per GPU       {est.memory_gib_per_gpu:.3g}{spread}{cap} GiB: persistent + the larger of "
+              "train/rollout")
         for term in est.memory_terms:
             knob = f"  cut: {term.knob}" if term.knob else ""
-            print(f"    {term.name:<22} {term.gib:8.2f} GiB  {term.phase:<10}{knob}")
+            print(f"    {term.name:<22} {term.gib:8.2f} GiB  {term.phase:<10} {term.basis:<8}{knob}")
     resized = est.fit is not None and plan.recipe.train.batch_size != est.fit.batch_size
     if est.fit is not None and est.fit.overrides and (not est.fits or resized):
         print(f"  fits with            {' '.join('--set ' + o for o in est.fit.overrides)} ({est.fit.note}; "
@@ -180,11 +185,37 @@ def parse_duration_hours(text: str) -> float:
     return value
 
 
+def work_per_step(plan: JobPlan) -> tuple[list[str], str]:
+    """What one step trains, as --set lines that pin it on another GPU, and in words."""
+    algo = plan.recipe.algorithm
+    if plan.estimate.workload == "rl" and isinstance(algo, GRPOAlgorithm):
+        from gputrain.planner.workload_rl import step_prompts
+
+        prompts, mini = step_prompts(algo, plan.recipe.train.batch_size, plan.world_size)
+        return ([f"algorithm.train_batch_size={prompts}", f"algorithm.ppo_mini_batch_size={mini}"],
+                f"{prompts}×{algo.num_generations}")
+    return [], f"{plan.global_batch_size}"
+
+
+def _same_work(plan: JobPlan, reference: JobPlan) -> list[str]:
+    """--set lines that make ``plan`` train ``reference``'s step (RL prompts; else its global batch, kept by
+    gradient accumulation around the row's own micro-batch)."""
+    sets, _ = work_per_step(reference)
+    if sets:
+        return sets
+    per_rank, left = divmod(reference.global_batch_size, plan.world_size)
+    if left:
+        raise PlanError(f"global batch {reference.global_batch_size} does not split over {plan.world_size} GPUs")
+    micro = max(d for d in range(1, min(per_rank, plan.recipe.train.batch_size) + 1) if per_rank % d == 0)
+    return [f"train.batch_size={micro}", f"train.grad_accum={per_rank // micro}"]
+
+
 def _row(plan: JobPlan, where: str, note: str = "") -> dict[str, Any]:
     est = plan.estimate
     cost = est.cost_usd if plan.cluster is None else 0.0
     return {
         "gpu": plan.gpu.name, "where": where, "gpus": plan.world_size, "profile": plan.profile,
+        "work_per_step": work_per_step(plan)[1], "grad_accum": plan.recipe.train.grad_accum,
         "precision": plan.precision, "attention": plan.attention, "batch_per_gpu": plan.recipe.train.batch_size,
         "memory_gib_per_gpu": _rounded(est.memory_gib_per_gpu, 2), "capacity_gib": est.capacity_gib,
         "fits": est.fits, "step_seconds": _rounded(est.step_seconds, 4), "total_hours": _rounded(est.total_hours, 3),
@@ -193,20 +224,40 @@ def _row(plan: JobPlan, where: str, note: str = "") -> dict[str, Any]:
     }
 
 
-def compare_rows(path: Path, gpu: str | None, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per catalog GPU type (the recipe's GPU count) and per configured cluster (its GPUs cost $0)."""
+def reference_gpu(path: Path, gpu: str | None) -> str:
+    """Whose step every row of ``--compare`` trains: ``--gpu``'s, else the recipe's first GPU profile's."""
     from gputrain.hardware.catalog import catalog, get_gpu
+    from gputrain.recipe.loader import load_source
+
+    if gpu:
+        return get_gpu(gpu).name
+    profiles = load_source(path).data.get("profiles") or {}
+    known = catalog()
+    first = next((n for n in profiles if n in known and not known[n].is_cpu), None)
+    return first or next(g.name for g in known.values() if not g.is_cpu)
+
+
+def compare_rows(path: Path, gpu: str | None, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per catalog GPU type (the recipe's GPU count) and per configured cluster (its GPUs cost $0),
+    every row training the same work per step: the reference row's (:func:`reference_gpu`)."""
+    from gputrain.hardware.catalog import catalog
     from gputrain.hardware.clusters import list_clusters
 
     names = [g.name for g in catalog().values() if not g.is_cpu]
-    if gpu:
-        first = get_gpu(gpu).name
-        names.remove(first)
-        names.insert(0, first)
+    first = reference_gpu(path, gpu)
+    names.remove(first)
+    names.insert(0, first)
+    reference = make_plan(path, gpu=first, check_memory=False, **{**kwargs, "cluster": None})
+
+    def like_reference(**where: Any) -> JobPlan:
+        own = make_plan(path, check_memory=False, **where)
+        sets = [*kwargs.get("overrides", []), *_same_work(own, reference)]
+        return make_plan(path, check_memory=False, calibrate=True, **{**where, "overrides": sets})
+
     rows: list[dict[str, Any]] = []
     for name in names:
         try:
-            plan = make_plan(path, gpu=name, check_memory=False, calibrate=True, **{**kwargs, "cluster": None})
+            plan = like_reference(gpu=name, **{**kwargs, "cluster": None})
         except PlanError as exc:
             rows.append({"gpu": name, "where": "cloud", "error": exc.message})
             continue
@@ -215,8 +266,8 @@ def compare_rows(path: Path, gpu: str | None, kwargs: dict[str, Any]) -> list[di
         if not cluster.gpu:
             continue
         try:
-            plan = make_plan(path, cluster=cluster.name, check_memory=False, calibrate=True,
-                             **{k: v for k, v in kwargs.items() if k not in ("cluster", "target")})
+            plan = like_reference(cluster=cluster.name,
+                                  **{k: v for k, v in kwargs.items() if k not in ("cluster", "target")})
         except PlanError as exc:
             rows.append({"gpu": cluster.gpu, "where": f"cluster:{cluster.name}", "error": exc.message})
             continue
@@ -251,14 +302,20 @@ def print_compare(path: Path, gpu: str | None, kwargs: dict[str, Any], *, as_jso
     table = []
     for r in rows:
         if "error" in r:
-            table.append([r["gpu"], r["where"], f"error: {r['error']}", *[""] * 8])
+            table.append([r["gpu"], r["where"], f"error: {r['error']}", *[""] * 9])
             continue
-        table.append([r["gpu"], r["where"], r["gpus"], r["precision"], r["batch_per_gpu"],
+        table.append([r["gpu"], r["where"], r["gpus"], r["precision"], r["work_per_step"],
+                      f"{r['batch_per_gpu']}×{r['grad_accum']}",
                       f"{fmt(r['memory_gib_per_gpu'], '.1f')}/{r['capacity_gib']:g}", "yes" if r["fits"] else "NO",
                       fmt(r["step_seconds"], ".3g"), fmt(r["total_hours"], ".3g"), fmt(r["cost_usd"], ",.2f"),
                       "measured" if r["calibrated"] else "model"])
-    print_table(["GPU", "where", "GPUs", "prec", "batch", "GiB/GPU", "fits", "step s", "hours", "cost $", "from"],
-                table)
+    print_table(["GPU", "where", "GPUs", "prec", "work/step", "micro×accum", "GiB/GPU", "fits", "step s", "hours",
+                 "cost $", "from"], table)
+    ok = next((r for r in rows if "error" not in r), None)
+    if ok is not None:
+        print(f"every row trains the same step: {ok['work_per_step']} "
+              f"({'prompts × completions' if '×' in ok['work_per_step'] else 'samples'}), the "
+              f"{reference_gpu(path, gpu)} plan's; only the micro-batch and accumulation differ")
     for r in rows:
         if r.get("note"):
             print(f"{r['where']}: {r['note']}")

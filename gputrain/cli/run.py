@@ -57,6 +57,9 @@ def run(
     plan = make_plan(
         path, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_ or []), preset=preset, target="local"
     )
+    from gputrain.recipe.plan_only import refuse_plan_only
+
+    refuse_plan_only(plan.recipe)
     for warning in plan.warnings:
         warn(warning)
     backend = LocalBackend()

@@ -93,6 +93,7 @@ def submit(
 
         names = ", ".join(c.name for c in list_clusters())
         raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
+    from gputrain.recipe.plan_only import refuse_plan_only
     from gputrain.render.sbatch import SubmitOptions, shape_warnings
 
     options = SubmitOptions(
@@ -107,6 +108,7 @@ def submit(
     for n, point in enumerate(points):
         plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
                          overrides=[*(set_ or []), *point], preset=preset, target="slurm")
+        refuse_plan_only(plan.recipe)
         command = prepare_command(recipe, cluster, gpu, [*(set_ or []), *point], preset)
         to_fetch: list[str] = []  # a dry run lists what the offline cache lacks instead of refusing (#31)
         plan = check_before_submit(plan, command, check_python=n == 0,  # interpreter, offline cache (#20)

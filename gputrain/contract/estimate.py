@@ -26,14 +26,23 @@ class MemoryTerm(BaseModel):
         default="persistent", description="persistent terms add up; the peak adds the larger of train/rollout"
     )
     note: str = Field(default="", description="how the term was computed")
+    basis: Literal["exact", "measured", "assumed"] = Field(
+        default="assumed", description="exact: a byte count (parameters, a configured reservation); measured: "
+        "a formula checked against a measurement; assumed: a formula not yet checked (wide range)")
 
 
 class FitSuggestion(BaseModel):
-    """The largest per-GPU micro-batch (and vLLM share) that fits with ``margin`` of the device left free."""
+    """The largest per-GPU micro-batch (and vLLM share) whose *upper* memory bound fits with ``margin`` of the
+    device left free; the global batch stays the recipe's (gradient accumulation makes up the rest)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     batch_size: int | None = Field(default=None, description="largest train.batch_size that fits (None: none)")
+    grad_accum: int | None = Field(default=None, description="accumulation that keeps the global batch")
+    memory_gib: tuple[float, float] | None = Field(default=None, description="predicted range at that batch")
+    confidence: Literal["measured", "assumed"] = Field(
+        default="assumed", description="measured: every term that grows with the batch was checked against a "
+        "measurement (or calibrated by one); assumed: the upper bound carries the assumed terms' wide range")
     vllm_gpu_memory_utilization: float | None = Field(default=None, description="vLLM share that fits")
     margin: float = Field(default=0.1, description="share of device memory kept free")
     overrides: list[str] = Field(default_factory=list, description="--set lines that apply it (plan --fit)")
@@ -80,6 +89,8 @@ class Estimate(BaseModel):
     memory_gib_per_gpu: float | None = Field(default=None, description="sum of memory_terms")
     memory_breakdown: dict[str, float] = Field(default_factory=dict, description="GiB per GPU, by term")
     memory_terms: list[MemoryTerm] = Field(default_factory=list, description="every term with its knob")
+    memory_range_gib: tuple[float, float] | None = Field(
+        default=None, description="low and high bound of the peak: each term's range by its basis")
     capacity_gib: float = Field(default=0.0, description="memory of one GPU of the planned type")
     step_seconds: float | None = Field(default=None, description="one optimizer step (RL: one rollout step)")
     phases: dict[str, float] = Field(default_factory=dict, description="seconds per step by phase")
@@ -91,6 +102,8 @@ class Estimate(BaseModel):
     cost_usd: float | None = None
     gpu_hourly_usd: float = 0.0
     mfu: float = Field(default=0.35, description="model FLOPs utilisation assumed for the compute phases")
+    step_range_seconds: tuple[float, float] | None = Field(
+        default=None, description="low and high bound of the step: the compute efficiency's range")
     assumptions: list[str] = Field(default_factory=list, description="what the workload model assumed")
     fits: bool = True
     fit_message: str = Field(default="", description="why it does not fit, and what to change")

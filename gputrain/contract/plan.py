@@ -31,7 +31,7 @@ from gputrain.errors import PlanFileError
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the plan contract; plan.json files of earlier gputrain versions (no ``schema_version``,
 a ``config`` object) count as version 0. Version 2: the planner's workload estimate; version 3 added
 ``offline`` (hub commits pinned by ``gputrain prepare``); version 4: the GRPO algorithm's prompt format,
@@ -64,7 +64,6 @@ class JobPlan(BaseModel):
     precision: Precision
     attention: Attention
     global_batch_size: int = Field(gt=0, description="batch_size × world_size × grad_accum")
-    learning_rate: float = Field(gt=0, description="after lr_scaling")
     lr_note: str = Field(default="", description="how the learning rate was reached")
     profile: str | None = Field(default=None, description="the recipe's GPU profile applied")
     preset: str | None = Field(default=None, description="the profile's preset applied")
@@ -88,6 +87,11 @@ class JobPlan(BaseModel):
         if self.module != expected:
             raise ValueError(f"module {self.module!r} is not entrypoint {self.recipe.entrypoint}'s ({expected})")
         return self
+
+    @property
+    def learning_rate(self) -> float:
+        """After lr_scaling: one home, the resolved recipe the trainers read (``train.learning_rate``)."""
+        return self.recipe.train.learning_rate
 
     def to_json(self) -> str:
         """The text of ``plan.json`` (keys sorted, so two plans diff cleanly)."""

@@ -32,16 +32,34 @@ def job_plan(job_dir: Path | None) -> JobPlan | None:
         return None
 
 
-def predicted_vs_measured(summary: dict[str, Any], plan: JobPlan | None) -> dict[str, Any]:
-    """Step time and peak memory: the plan's prediction and the job's measurement, where both exist."""
+def _perf(job_dir: Path | None) -> dict[str, Any]:
+    try:
+        data = json.loads((job_dir / "perf.json").read_text(encoding="utf-8")) if job_dir else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def predicted_vs_measured(summary: dict[str, Any], plan: JobPlan | None,
+                          job_dir: Path | None = None) -> dict[str, Any]:
+    """Step time and peak memory: the plan's prediction and the job's measurement, where both exist.
+
+    Like with like: the step is ``perf.json``'s median training step (what the plan predicts), not the
+    run's wall time over its steps, which holds start-up, evaluation and export; a CUDA peak
+    (``max_memory_allocated``) gets the CUDA context the plan counts added back."""
     if plan is None:
         return {}
     out: dict[str, Any] = {}
+    perf = _perf(job_dir)
     rate = summary.get("steps_per_hour")
-    measured_step = 3600 / float(rate) if rate else None
+    measured_step = perf.get("step_seconds") or (3600 / float(rate) if rate else None)
     if plan.estimate.step_seconds is not None and measured_step is not None:
         out["step_seconds"] = {"predicted": round(plan.estimate.step_seconds, 4), "measured": round(measured_step, 4)}
     peak = summary.get("peak_gpu_mem_gib")
+    if perf.get("peak_memory_gib") is not None and perf.get("peak_memory_kind") == "cuda_max_allocated":
+        from gputrain.planner.calibrate import device_peak_gib
+
+        peak = device_peak_gib(perf)
     if plan.estimate.memory_gib_per_gpu is not None and peak is not None:
         out["memory_gib_per_gpu"] = {"predicted": round(plan.estimate.memory_gib_per_gpu, 3),
                                      "measured": round(float(peak), 3)}
@@ -58,7 +76,7 @@ def annotate(summary: dict[str, Any], job_dir: Path | None, *, write: bool = Tru
     remedy = prescribe(summary, plan)
     if remedy is not None and isinstance(summary.get("root_cause"), dict):
         summary["root_cause"]["remedy"] = remedy.as_dict()
-    compared = predicted_vs_measured(summary, plan)
+    compared = predicted_vs_measured(summary, plan, job_dir)
     if compared:
         summary["predicted_vs_measured"] = compared
     usage = None

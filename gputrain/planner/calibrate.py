@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gputrain.contract.estimate import Calibration, Estimate
+from gputrain.contract.estimate import Calibration, Estimate, MemoryTerm
 from gputrain.contract.hardware import GPUFacts
 from gputrain.errors import GputrainError
 from gputrain.recipe.schema import Recipe
@@ -24,7 +24,8 @@ from gputrain.registry.measured import MeasuredRun
 _ALGORITHM_COST_FIELDS = (
     "num_generations", "max_prompt_length", "max_completion_length", "train_batch_size", "ppo_mini_batch_size",
     "num_iterations", "beta", "rollout_engine", "vllm_sleep_mode", "block_size", "question_len", "plan_len",
-    "exec_len", "num_colors", "min_nodes", "max_nodes", "random_features",
+    "exec_len", "num_colors", "min_nodes", "max_nodes", "random_features", "sequence_packing", "vllm_mode",
+    "rollout_gpus", "vllm_tensor_parallel_size", "off_policy_steps",
 )
 
 
@@ -38,6 +39,9 @@ def fingerprint(recipe: Recipe, gpu: str, world: int, precision: str) -> dict[st
         "batch_size": train.batch_size, "grad_accum": train.grad_accum,
         "gradient_checkpointing": train.gradient_checkpointing, "compile": train.compile,
         "vllm_share": recipe.memory.vllm_gpu_memory_utilization,
+        "sharding": recipe.distributed.sharding, "tensor_parallel": recipe.distributed.tensor_parallel,
+        "pipeline_parallel": recipe.distributed.pipeline_parallel, "cpu_offload": recipe.distributed.cpu_offload,
+        "active_params": model.active_params, "lora_rank": model.lora_rank,
         "train_size": recipe.data.train_size if recipe.entrypoint == "gnn_coloring" else None,
     }
     out.update({k: algo[k] for k in _ALGORITHM_COST_FIELDS if k in algo})
@@ -60,35 +64,74 @@ def distance(a: dict[str, Any], b: dict[str, Any]) -> float:
     return total
 
 
-def _model_step(run: MeasuredRun, facts: GPUFacts) -> tuple[Recipe, float | None]:
+def _model_run(run: MeasuredRun, facts: GPUFacts) -> tuple[Recipe, Estimate]:
+    """The model's estimate for a measured run's own recipe (so a changed model never compares against a
+    stale prediction)."""
     from gputrain.planner.estimate import estimate
+    from gputrain.planner.workload import global_batch
 
     recipe = Recipe.model_validate(run.recipe)
     nodes = recipe.resources.nodes
     gpus = max(1, run.world_size // nodes)
-    batch = recipe.train.batch_size * run.world_size * recipe.train.grad_accum
-    return recipe, estimate(recipe, facts, gpus, nodes, run.precision, batch).step_seconds
+    return recipe, estimate(recipe, facts, gpus, nodes, run.precision, global_batch(recipe, run.world_size))
+
+
+def _assumed_scale(model: Estimate, measured_gib: float) -> float | None:
+    """k with exact + k × assumed terms = the run's measured peak (its own terms; None: nothing to scale)."""
+    from gputrain.planner.memory import peak_gib
+
+    assumed = [t for t in model.memory_terms if t.basis == "assumed"]
+    if not assumed:
+        return None
+    base = peak_gib([t.model_copy(update={"gib": 0.0}) if t.basis == "assumed" else t for t in model.memory_terms])
+    modelled = (model.memory_gib_per_gpu or 0.0) - base
+    return (measured_gib - base) / modelled if modelled > 0 and measured_gib > base else None
+
+
+def calibrated_terms(terms: list[MemoryTerm], scale: float) -> list[MemoryTerm]:
+    """The assumed terms scaled by a run's measured/modelled ratio; they now rest on a measurement."""
+    return [t.model_copy(update={"gib": t.gib * scale, "basis": "measured",
+                                 "note": f"{t.note}; ×{scale:.3g} from a measured run"})
+            if t.basis == "assumed" else t for t in terms]
+
+
+def device_peak_gib(perf: dict[str, Any]) -> float | None:
+    """The run's peak as the plan counts it: CUDA's ``max_memory_allocated`` leaves out the CUDA context
+    (and the allocator's slack) that the plan's ``cuda_context`` term holds, so it is added back."""
+    peak = perf.get("peak_memory_gib")
+    if peak is None:
+        return None
+    if perf.get("peak_memory_kind") == "cuda_max_allocated":
+        from gputrain.planner.physics import CUDA_CONTEXT_GIB
+
+        return float(peak) + CUDA_CONTEXT_GIB
+    return float(peak)
 
 
 def calibrate(est: Estimate, recipe: Recipe, gpu: GPUFacts, world: int, precision: str,
-              runs: list[MeasuredRun]) -> Estimate:
-    """``est`` corrected by the closest measured run (unchanged when none is near)."""
+              runs: list[MeasuredRun], prefer_job: str | None = None) -> Estimate:
+    """``est`` corrected by the closest measured run (unchanged when none is near). ``prefer_job`` (the
+    probe ``plan --probe`` just ran) is used whenever it is among the runs, however near another is."""
     mine = fingerprint(recipe, gpu.name, world, precision)
-    scored: list[tuple[float, MeasuredRun, Recipe, float | None]] = []
+    scored: list[tuple[float, MeasuredRun, Recipe, Estimate]] = []
     for run in runs:
         if run.entrypoint != recipe.entrypoint or run.gpu != gpu.name or not run.perf.get("step_seconds"):
             continue
+        if prefer_job is not None and any(r.job.endswith(f":{prefer_job}") for r in runs) \
+                and not run.job.endswith(f":{prefer_job}"):
+            continue
         try:
-            theirs, modelled = _model_step(run, gpu)
+            theirs, model = _model_run(run, gpu)
         except (ValidationError, GputrainError, KeyError, ValueError):
             continue  # a run of an older recipe schema: not comparable
         d = distance(mine, fingerprint(theirs, run.gpu, run.world_size, run.precision))
-        scored.append((d, run, theirs, modelled))
+        scored.append((d, run, theirs, model))
     if not scored or est.step_seconds is None:
         return est
-    d, run, _, modelled = min(scored, key=lambda item: (item[0], item[1].job))
+    d, run, _, model = min(scored, key=lambda item: (item[0], item[1].job))
+    modelled = model.step_seconds
     measured = float(run.perf["step_seconds"])
-    peak = run.perf.get("peak_memory_gib")
+    peak = device_peak_gib(run.perf)
     exact = d == 0
     factor = measured / modelled if modelled else 1.0
     step = measured if exact else est.step_seconds * factor
@@ -101,5 +144,18 @@ def calibrate(est: Estimate, recipe: Recipe, gpu: GPUFacts, world: int, precisio
         hours = (step * est.total_steps + est.overhead_seconds) / 3600
     cost = hours * world * gpu.price_usd_hour if hours is not None else None
     memory = float(peak) if exact and peak is not None else est.memory_gib_per_gpu
-    return est.model_copy(update={"step_seconds": step, "total_hours": hours, "cost_usd": cost,
-                                  "memory_gib_per_gpu": memory, "calibration": cal})
+    terms, memory_range = est.memory_terms, est.memory_range_gib
+    mem_scale = _assumed_scale(model, peak) if peak is not None else None
+    if mem_scale is not None and peak is not None:
+        from gputrain.planner.memory import peak_gib, peak_range
+
+        terms = calibrated_terms(est.memory_terms, mem_scale)
+        memory = peak if exact else peak_gib(terms)
+        memory_range = peak_range(terms)
+    # the parts are the model's split of the step, scaled to the calibrated total (never larger than it)
+    scale = step / est.step_seconds if est.step_seconds else 1.0
+    phases = {k: v * scale for k, v in est.phases.items()}
+    return est.model_copy(update={"step_seconds": step, "total_hours": hours, "cost_usd": cost, "phases": phases,
+                                  "memory_gib_per_gpu": memory, "memory_terms": terms,
+                                  "memory_breakdown": {t.name: t.gib for t in terms},
+                                  "memory_range_gib": memory_range, "calibration": cal})

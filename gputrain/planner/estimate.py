@@ -12,15 +12,19 @@ import math
 
 from gputrain.contract.estimate import Estimate, FitSuggestion, MemoryTerm
 from gputrain.contract.hardware import GPUFacts
+from gputrain.errors import PlanError
 from gputrain.planner import physics
-from gputrain.planner.memory import RL_ENTRYPOINTS, largest_term, memory_terms, peak_gib
-from gputrain.planner.workload import Hardware, peak_bound_seconds, step_model
-from gputrain.planner.workload_rl import rl_shape
-from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.planner.fit import FIT_MARGIN, fit_suggestion
+from gputrain.planner.memory import RL_ENTRYPOINTS, largest_term, memory_terms, peak_gib, peak_range
+from gputrain.planner.parallel import deepspeed_runs_as_ddp
+from gputrain.planner.workload import Hardware, StepModel, peak_bound_seconds, step_model
+from gputrain.planner.workload_rl import RL_EFFICIENCY, RL_EFFICIENCY_RANGE, rl_shape
 from gputrain.recipe.schema import Recipe
 
 GIB = physics.GIB
-FIT_MARGIN = 0.1
+#: a step longer than this is a configuration error, not a plan
+MAX_STEP_SECONDS = 86400.0
+__all__ = ["FIT_MARGIN", "estimate", "fit_suggestion", "parameter_count", "peak_memory"]
 
 
 def parameter_count(recipe: Recipe) -> float | None:
@@ -38,44 +42,6 @@ def _total_steps(recipe: Recipe, hw: Hardware, global_batch: int) -> int | None:
 
 def peak_memory(recipe: Recipe, hw: Hardware) -> float:
     return peak_gib(memory_terms(recipe, hw))
-
-
-def fit_suggestion(recipe: Recipe, hw: Hardware, margin: float = FIT_MARGIN) -> FitSuggestion:
-    """The largest ``train.batch_size`` (after lowering the vLLM share if even batch 1 does not fit) whose
-    peak stays under ``(1 - margin)`` of the device."""
-    limit = hw.gpu.memory_gib * (1 - margin)
-
-    def fits(batch: int, share: float | None) -> bool:
-        changed = recipe.model_copy(update={
-            "train": recipe.train.model_copy(update={"batch_size": batch}),
-            "memory": recipe.memory.model_copy(update={"vllm_gpu_memory_utilization": share}),
-        })
-        return peak_memory(changed, hw) <= limit
-
-    share = recipe.memory.vllm_gpu_memory_utilization
-    engine_vllm = recipe.entrypoint in RL_ENTRYPOINTS and rl_shape(recipe, hw).engine == "vllm"
-    overrides: list[str] = []
-    if engine_vllm and share is not None and not fits(1, share):
-        options = [round(share - 0.05 * k, 2) for k in range(1, 20) if share - 0.05 * k >= 0.1 - 1e-9]
-        share = next((s for s in options if fits(1, s)), None)
-        if share is None:
-            return FitSuggestion(margin=margin, note="no batch fits, even with a vLLM share of 0.1")
-        overrides.append(f"memory.vllm_gpu_memory_utilization={share:g}")
-    if not fits(1, share):
-        return FitSuggestion(margin=margin, note="even train.batch_size=1 does not fit: shard (fsdp), "
-                             "recompute activations, or use a larger GPU")
-    lo, hi = 1, max(2, recipe.train.batch_size * 16)
-    while lo < hi:  # peak is monotone in the batch
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid, share) else (lo, mid - 1)
-    overrides.insert(0, f"train.batch_size={lo}")
-    note = f"largest per-GPU batch with {margin:.0%} of {hw.gpu.memory_gib:g} GiB left free"
-    if recipe.entrypoint not in RL_ENTRYPOINTS and lo < recipe.train.batch_size:
-        accum = math.ceil(recipe.train.batch_size * recipe.train.grad_accum / lo)
-        overrides.append(f"train.grad_accum={accum}")
-        note += f"; grad_accum {accum} keeps the global batch"
-    return FitSuggestion(batch_size=lo, vllm_gpu_memory_utilization=share, margin=margin, overrides=overrides,
-                         note=note)
 
 
 def _fit_message(recipe: Recipe, gpu: GPUFacts, memory: float, terms: list[MemoryTerm], fit: FitSuggestion) -> str:
@@ -101,27 +67,60 @@ def estimate(recipe: Recipe, gpu: GPUFacts, gpus: int, nodes: int, precision: st
         if memory > gpu.memory_gib:
             fits = False
             message = _fit_message(recipe, gpu, memory, terms, fit)
-        elif memory > (1 - FIT_MARGIN) * gpu.memory_gib:
-            warnings.append(f"memory estimate {memory:.1f} GiB is within {FIT_MARGIN:.0%} of {gpu.name}'s "
-                            f"{gpu.memory_gib:g} GiB")
+        elif (high := peak_range(terms)[1]) > gpu.memory_gib:
+            hint = f"`plan --fit` applies {' '.join(fit.overrides)}" if fit.overrides else fit.note
+            warnings.append(f"memory {memory:.1f} GiB fits {gpu.name}'s {gpu.memory_gib:g} GiB, but the upper end "
+                            f"of its range ({high:.1f} GiB: {', '.join(_assumed_names(terms))} assumed) does not; "
+                            f"{hint}")
     step = model.step_seconds if model.phases else None
     total_steps = _total_steps(recipe, hw, global_batch)
     hours = (step * total_steps + model.overhead_seconds) / 3600 if step is not None and total_steps else None
     cost = hours * world * gpu.price_usd_hour if hours is not None else None
     if step is None:
         warnings.append("no FLOPs estimate: give model.params and model.seq_len, or estimate.flops_per_sample")
-    algo = recipe.algorithm
-    if isinstance(algo, GRPOAlgorithm) and recipe.entrypoint in RL_ENTRYPOINTS:
-        shape = rl_shape(recipe, hw)
-        if shape.engine == "vllm" and not gpu.is_cpu:
-            warnings.append("the vLLM share is a fraction of total device memory: the training terms must fit "
-                            "in the rest")
+    if step is not None and step > MAX_STEP_SECONDS:
+        _refuse_step(model, step)
+    if deepspeed_runs_as_ddp(recipe) and world > 1:
+        warnings.append("distributed.strategy=deepspeed runs as DDP (the trainers have no DeepSpeed engine): "
+                        "planned as DDP; distributed.sharding=zero2|zero3 plans DeepSpeed's ZeRO (plan-only)")
     return Estimate(
         params=parameter_count(recipe), workload=model.workload, memory_gib_per_gpu=memory,
         memory_breakdown={t.name: t.gib for t in terms}, memory_terms=terms, capacity_gib=gpu.memory_gib,
+        memory_range_gib=tuple(round(x, 2) for x in peak_range(terms)),  # type: ignore[arg-type]
+        step_range_seconds=_step_range(recipe, model),
         step_seconds=step, phases=dict(model.phases), step_flops=model.flops or None,
         peak_bound_seconds=peak_bound_seconds(model.flops, hw) or None, overhead_seconds=model.overhead_seconds,
         total_steps=total_steps, total_hours=hours, cost_usd=cost, gpu_hourly_usd=gpu.price_usd_hour,
-        mfu=recipe.estimate.mfu, assumptions=model.assumptions, fits=fits, fit_message=message, fit=fit,
+        mfu=_efficiency(recipe), assumptions=model.assumptions, fits=fits, fit_message=message, fit=fit,
         warnings=warnings,
     )
+
+
+def _efficiency(recipe: Recipe) -> float:
+    if recipe.entrypoint in RL_ENTRYPOINTS and "mfu" not in recipe.estimate.model_fields_set:
+        return RL_EFFICIENCY
+    return recipe.estimate.mfu
+
+
+def _step_range(recipe: Recipe, model: StepModel) -> tuple[float, float] | None:
+    """The step at the ends of the compute efficiency's range (RL's default; an override is one value)."""
+    if not model.phases or not model.compute_seconds or "mfu" in recipe.estimate.model_fields_set:
+        return None
+    low_eff, high_eff = RL_EFFICIENCY_RANGE
+    c = model.compute_seconds
+    base = model.step_seconds
+    return round(base - c + c * RL_EFFICIENCY / high_eff, 4), round(base - c + c * RL_EFFICIENCY / low_eff, 4)
+
+
+def _refuse_step(model: StepModel, step: float) -> None:
+    phase, seconds = max(model.phases.items(), key=lambda kv: kv[1])
+    knobs = {"rollout": "algorithm.max_completion_length, algorithm.train_batch_size or the vLLM share",
+             "update": "algorithm.train_batch_size, the model or the GPU count",
+             "logprob": "algorithm.train_batch_size or the model", "reward": "algorithm.sandbox_workers",
+             "compute": "train.batch_size × grad_accum or the model", "dispatch": "train.grad_accum"}
+    raise PlanError(f"one step would take {step:.3g} s ({step / 86400:.3g} days), {phase} {seconds:.3g} s of it: "
+                    f"not a plan; change {knobs.get(phase, 'the recipe')}")
+
+
+def _assumed_names(terms: list[MemoryTerm]) -> list[str]:
+    return [t.name for t in terms if t.basis == "assumed" and t.gib >= 0.01] or ["no term"]

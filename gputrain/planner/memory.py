@@ -21,41 +21,29 @@ from __future__ import annotations
 
 from gputrain.contract.estimate import MemoryTerm
 from gputrain.planner import physics
+from gputrain.planner.memory_rl import RL_ENTRYPOINTS as RL_ENTRYPOINTS
+from gputrain.planner.memory_rl import rl_terms
+from gputrain.planner.memory_terms import BASIS_RANGE as BASIS_RANGE
+from gputrain.planner.memory_terms import _term, state_terms
+from gputrain.planner.parallel import layout
 from gputrain.planner.workload import Hardware
 from gputrain.planner.workload_dense import _graph_shape, diffusion_tokens
-from gputrain.planner.workload_rl import rl_shape
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
-from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.schema import Recipe
 
 GIB = physics.GIB
-RL_ENTRYPOINTS = ("grpo_code", "grpo_math", "gdpo")
-
-
-def _term(name: str, nbytes: float, knob: str = "", *, phase: str = "persistent", batch: bool = False,
-          note: str = "") -> MemoryTerm:
-    return MemoryTerm(name=name, gib=nbytes / GIB, knob=knob, phase=phase,  # type: ignore[arg-type]
-                      scales_with_batch=batch, note=note)
 
 
 def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
     model, train = recipe.model, recipe.train
     params = physics.params_of(model)
-    fsdp = recipe.distributed.strategy in ("fsdp", "deepspeed") and hw.world > 1
-    shard = hw.world if fsdp else 1
+    lay = layout(recipe, hw.world)
+    fsdp = lay.sharded
     half = physics.half_bytes(hw.precision)
     b = train.batch_size
-    terms: list[MemoryTerm] = []
-    if params:
-        cut = "" if fsdp else "distributed.strategy=fsdp"
-        terms += [_term("weights", 4 * params / shard, cut, note="fp32 master weights"),
-                  _term("gradients", 4 * params / shard, cut, note="fp32 gradients"),
-                  _term("optimizer", 8 * params / shard, cut, note="AdamW moments, fp32")]
-        if not fsdp and half == 2:
-            terms.append(_term("autocast_weights", 2 * params, "distributed.strategy=fsdp", phase="train",
-                               note="half copies cached by autocast"))
+    terms: list[MemoryTerm] = state_terms(recipe, hw, params, lay) if params else []
     if recipe.entrypoint in RL_ENTRYPOINTS:
-        terms += _rl_terms(recipe, hw, params, fsdp, half)
+        terms += rl_terms(recipe, hw, params, lay, half)
     elif recipe.entrypoint == "gnn_coloring":
         algo = recipe.algorithm
         assert isinstance(algo, GNNColoringAlgorithm)
@@ -74,7 +62,7 @@ def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
         terms.append(_term("fsdp_buffers", 2 * params / model.num_layers * half, phase="train",
                            note="two layers unsharded at a time"))
     if hw.gpu.is_cpu:
-        terms.append(_term("process_baseline", physics.CPU_PROCESS_BASELINE_GIB * GIB,
+        terms.append(_term("process_baseline", physics.CPU_PROCESS_BASELINE_GIB * GIB, basis="measured",
                            note="Python, torch and libraries resident before the model"))
     else:
         terms.append(_term("cuda_context", physics.CUDA_CONTEXT_GIB * GIB, note="CUDA context, allocator slack"))
@@ -89,46 +77,20 @@ def _activation_term(recipe: Recipe, hw: Hardware, tokens: float, batch: int) ->
     return _term("activations", nbytes, knob, phase="train", batch=True, note=note)
 
 
-def _rl_terms(recipe: Recipe, hw: Hardware, params: float, fsdp: bool, half: int) -> list[MemoryTerm]:
-    algo = recipe.algorithm
-    assert isinstance(algo, GRPOAlgorithm)
-    s = rl_shape(recipe, hw)
-    model = recipe.model
-    shard = hw.world if fsdp else 1
-    v = model.vocab_size or 0
-    terms = [_activation_term(recipe, hw, s.padded, s.micro)]
-    logits = s.micro * v * (2 * s.padded * half + s.completion_max * half) + 2 * s.completion_max * v * 4
-    terms.append(_term("logits", logits, "train.batch_size", phase="train", batch=True,
-                       note="[B, T, V] logits + gradient, temperature copy of the completion, fp32 rows"))
-    if fsdp and s.micro_per_update > 1:
-        terms.append(_term("fsdp_unsharded_grads", params * half, "algorithm.ppo_mini_batch_size", phase="train",
-                           note=f"full-size gradients while accumulating {s.micro_per_update} micro-batches"))
-    if algo.beta > 0 and params:
-        terms.append(_term("reference_model", params * half / shard, "algorithm.beta=0",
-                           note="frozen reference in the compute dtype"))
-    if s.engine == "vllm" and not hw.gpu.is_cpu:
-        share = s.share or 0.0
-        phase = "rollout" if algo.vllm_sleep_mode else "persistent"
-        terms.append(_term("vllm_share", share * hw.gpu.memory_gib * GIB, "memory.vllm_gpu_memory_utilization",
-                           phase=phase, note=f"vLLM weights + KV cache: {share:g} of total device memory"
-                           + (" (asleep while training)" if algo.vllm_sleep_mode else "")))
-    else:
-        kv = s.seqs * s.padded * physics.kv_bytes_per_token(model, hw.precision)
-        terms.append(_term("kv_cache", kv, "algorithm.train_batch_size", phase="rollout",
-                           note=f"HF generate: {s.seqs} sequences × {s.padded:.0f} tokens"))
-        terms.append(_term("generation_scores", s.seqs * v * 4 * 2, "algorithm.train_batch_size", phase="rollout",
-                           note="fp32 scores and probabilities of one decode step"))
-        if fsdp and params:
-            terms.append(_term("unsharded_weights", half * params, "algorithm.rollout_engine=vllm", phase="rollout",
-                               note="FSDP2 gathers the full compute-dtype weights for HF generate"))
-    return terms
+def peak_gib(terms: list[MemoryTerm], bound: int | None = None) -> float:
+    """Persistent terms plus the larger phase; ``bound`` 0/1 takes every term at the low/high end of its
+    basis's range (:data:`BASIS_RANGE`)."""
+    def size(t: MemoryTerm) -> float:
+        return t.gib if bound is None else t.gib * BASIS_RANGE[t.basis][bound]
 
-
-def peak_gib(terms: list[MemoryTerm]) -> float:
-    persistent = sum(t.gib for t in terms if t.phase == "persistent")
-    train = sum(t.gib for t in terms if t.phase == "train")
-    rollout = sum(t.gib for t in terms if t.phase == "rollout")
+    persistent = sum(size(t) for t in terms if t.phase == "persistent")
+    train = sum(size(t) for t in terms if t.phase == "train")
+    rollout = sum(size(t) for t in terms if t.phase == "rollout")
     return persistent + max(train, rollout)
+
+
+def peak_range(terms: list[MemoryTerm]) -> tuple[float, float]:
+    return peak_gib(terms, 0), peak_gib(terms, 1)
 
 
 def largest_term(terms: list[MemoryTerm]) -> MemoryTerm:

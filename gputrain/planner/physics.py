@@ -74,9 +74,10 @@ def params_of(model: ModelSpec) -> float:
 
 
 def forward_flops_per_token(model: ModelSpec, context: float) -> float:
-    """Forward FLOPs of one token that attends to ``context`` tokens."""
+    """Forward FLOPs of one token that attends to ``context`` tokens (mixture-of-experts: the parameters
+    active per token, ``model.active_params``)."""
     attn = 4 * (model.num_layers or 0) * (model.hidden_size or 0) * context
-    return 2 * params_of(model) + attn
+    return 2 * (model.active_params or params_of(model)) + attn
 
 
 def sequence_forward_flops(model: ModelSpec, tokens: float) -> float:

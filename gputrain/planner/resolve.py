@@ -19,15 +19,19 @@ from gputrain.contract.hardware import GPUFacts
 from gputrain.contract.plan import Attention, JobPlan, Precision, Target
 from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
 from gputrain.hardware.catalog import catalog, get_gpu
+from gputrain.planner.borrow import resize_borrowed
 from gputrain.planner.estimate import estimate
+from gputrain.planner.workload import global_batch as global_batch_of
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.loader import (
     Key,
     Location,
+    Override,
     RecipeSource,
-    apply_overrides,
+    apply_parsed,
     deep_merge,
     load_source,
+    parse_overrides,
     validate_source,
 )
 from gputrain.recipe.schema import Profile, Recipe
@@ -50,11 +54,13 @@ def make_plan(
     target: str | None = None,
     check_memory: bool = True,
     calibrate: bool = False,
+    prefer_job: str | None = None,
 ) -> JobPlan:
     """Resolve a recipe for a hardware choice. ``gpu=None`` detects the local GPU (or ``cpu``)."""
     overrides = list(overrides)
     source = load_source(recipe_path)
-    base = validate_source(apply_overrides(source, overrides))
+    parsed = parse_overrides(source, overrides)  # parsed once, applied once: over the merged layers below
+    base = validate_source(apply_parsed(source, parsed))  # for the profile and preset choice only
     cluster_profile = _load_cluster(cluster) if cluster else None
     wanted_target = target or ("slurm" if cluster_profile else "local")
     chosen_target = next((t for t in TARGETS if t == wanted_target), None)
@@ -65,7 +71,7 @@ def make_plan(
 
     profile_name, profile = _match_profile(base, gpu_type, source, warnings)
     preset_name = _choose_preset(profile, preset, base, profile_name)
-    merged, provenance, marks = _merge_layers(source, profile_name, profile, preset_name, overrides)
+    merged, provenance, marks = _merge_layers(source, profile_name, profile, preset_name, parsed)
     recipe = validate_source(RecipeSource(source.path, merged, marks))
 
     gpus = gpus_per_node or (cluster_profile.gpus_per_node if cluster_profile else None)
@@ -84,9 +90,15 @@ def make_plan(
         elif cluster_profile and key == "gpus":
             provenance["resources.gpus"] = f"cluster:{cluster_profile.name}"
 
+    if profile_name is not None and profile_name != gpu_type.name:
+        owner = catalog()[profile_name]
+        recipe, note = resize_borrowed(recipe, owner, gpu_type, gpus * node_count, provenance)
+        warnings.append(f"no profile for {gpu_type.name}; using the nearest by memory, {profile_name} "
+                        f"({owner.memory_gib:g} GiB vs {gpu_type.memory_gib:g} GiB): {note}; precision and "
+                        f"attention resolved for {gpu_type.name}, not borrowed")
     precision = _resolve_precision(recipe, gpu_type)
     attention = _resolve_attention(recipe, gpu_type, warnings)
-    global_batch = recipe.train.batch_size * gpus * node_count * recipe.train.grad_accum
+    global_batch = global_batch_of(recipe, gpus * node_count)
     lr, lr_note = _resolve_lr(recipe, global_batch)
     recipe = recipe.model_copy(update={
         "resources": recipe.resources.model_copy(update={"gpus": gpus, "nodes": node_count}),
@@ -101,7 +113,8 @@ def make_plan(
         from gputrain.planner.calibrate import calibrate as apply_calibration
         from gputrain.registry.measured import measured_runs
 
-        est = apply_calibration(est, recipe, gpu_type, gpus * node_count, precision, measured_runs())
+        est = apply_calibration(est, recipe, gpu_type, gpus * node_count, precision, measured_runs(),
+                                prefer_job=prefer_job)
     warnings.extend(est.warnings)
     if check_memory and not est.fits:
         raise PlanError(est.fit_message)
@@ -120,7 +133,7 @@ def make_plan(
     return JobPlan(
         recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
         gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,
-        precision=precision, attention=attention, global_batch_size=global_batch, learning_rate=lr,
+        precision=precision, attention=attention, global_batch_size=global_batch,
         lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=chosen_target,
         cluster=cluster_profile, warnings=warnings, provenance=provenance,
     )
@@ -184,11 +197,7 @@ def _match_profile(
         warnings.append(f"recipe {recipe.name!r} has no profile for {gpu.name}: using the recipe's base values")
         return None, None
     nearest = min(candidates, key=lambda n: (abs(known[n].memory_gib - gpu.memory_gib), n))
-    lent, note = borrow_profile(recipe.profiles[nearest], known[nearest], gpu)
-    warnings.append(
-        f"no profile for {gpu.name}; using the nearest by memory, {nearest} "
-        f"({known[nearest].memory_gib:g} GiB vs {gpu.memory_gib:g} GiB): {note}"
-    )
+    lent, _ = borrow_profile(recipe.profiles[nearest], known[nearest], gpu)
     return nearest, lent
 
 
@@ -196,29 +205,26 @@ def _match_profile(
 _GPU_FACT_FIELDS = ("precision", "attention")
 
 
-def _lend(layer: Mapping[str, Any], ratio: float) -> dict[str, Any]:
+def _lend(layer: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in layer.items()}
     train = out.get("train")
     if isinstance(train, dict):
         for name in _GPU_FACT_FIELDS:
             train.pop(name, None)
-        if isinstance(train.get("batch_size"), int) and ratio != 1:
-            train["batch_size"] = max(1, int(train["batch_size"] * ratio))
         if not train:
             out.pop("train")
     return out
 
 
 def borrow_profile(profile: Profile, owner: GPUFacts, gpu: GPUFacts) -> tuple[Profile, str]:
-    """A profile written for ``owner`` as lent to ``gpu``: batch sizes scaled by the memory ratio (rounded
-    down), precision and attention dropped (resolved for ``gpu`` itself)."""
-    ratio = gpu.memory_gib / owner.memory_gib if owner.memory_gib else 1.0
+    """A profile written for ``owner`` as lent to ``gpu``: precision and attention dropped (resolved for
+    ``gpu`` itself); the micro-batch is resized after the merge (:func:`gputrain.planner.borrow.resize_borrowed`),
+    keeping the global batch."""
     lent = profile.model_copy(update={
-        "set": _lend(profile.set, ratio),
-        "presets": {name: _lend(layer, ratio) for name, layer in profile.presets.items()},
+        "set": _lend(profile.set),
+        "presets": {name: _lend(layer) for name, layer in profile.presets.items()},
     })
-    return lent, (f"batch sizes scaled by {ratio:.2f}; precision and attention resolved for {gpu.name}, "
-                  f"not borrowed")
+    return lent, f"precision and attention resolved for {gpu.name}, not borrowed"
 
 
 def _choose_preset(profile: Profile | None, wanted: str | None, recipe: Recipe, name: str | None) -> str | None:
@@ -252,7 +258,8 @@ def _leaves(data: Mapping[str, Any], prefix: Key = ()) -> Iterable[Key]:
 
 
 def _merge_layers(
-    source: RecipeSource, profile_name: str | None, profile: Profile | None, preset: str | None, overrides: list[str]
+    source: RecipeSource, profile_name: str | None, profile: Profile | None, preset: str | None,
+    overrides: list[Override],
 ) -> tuple[dict[str, Any], dict[str, str], dict[Key, Location]]:
     data = dict(source.data)
     marks = dict(source.marks)
@@ -270,9 +277,9 @@ def _merge_layers(
                 loc = source.marks.get((*origin, *leaf[:n]))
                 if loc is not None:
                     marks[leaf[:n]] = loc
-    merged = apply_overrides(RecipeSource(source.path, data, marks), overrides)
-    for text in overrides:
-        provenance[text.partition("=")[0].strip()] = "--set"
+    merged = apply_parsed(RecipeSource(source.path, data, marks), overrides)
+    for key, _, _ in overrides:
+        provenance[".".join(key)] = "--set"
     return merged.data, provenance, merged.marks
 
 

@@ -58,13 +58,20 @@ class StepModel:
     flops: float = 0.0
     overhead_seconds: float = 0.0
     assumptions: list[str] = field(default_factory=list)
+    compute_seconds: float = 0.0          # the part of the step that scales with the compute efficiency
+    concurrent: tuple[str, ...] = ()      # phases that overlap the others (one-step off-policy rollout)
 
     @property
     def step_seconds(self) -> float:
-        return sum(self.phases.values())
+        if not self.concurrent:
+            return sum(self.phases.values())
+        beside = sum(v for k, v in self.phases.items() if k in self.concurrent)
+        rest = sum(v for k, v in self.phases.items() if k not in self.concurrent and k != "sync")
+        return self.phases.get("sync", 0.0) + max(beside, rest)
 
 
 def global_batch(recipe: Recipe, world: int) -> int:
+    """Samples per optimizer step, whole job: the one home of this formula (the plan stores its value)."""
     return recipe.train.batch_size * world * recipe.train.grad_accum
 
 

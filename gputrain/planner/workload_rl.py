@@ -25,7 +25,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gputrain.errors import PlanError
 from gputrain.planner import physics
+from gputrain.planner.parallel import layout, rollout_gpus
+from gputrain.planner.vllm_fit import MAX_WAVES, check_share, kv_cache_bytes
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.schema import Recipe
@@ -36,8 +39,12 @@ SANDBOX_PROGRAM_SECONDS = 0.15
 CHECK_SECONDS = 0.002
 #: vLLM sleep level 2 + wake-up per step (free and re-allocate the KV cache), seconds
 VLLM_SLEEP_WAKE_SECONDS = 0.5
+#: AdamW on the host with CPU offload (DeepSpeed's CPU Adam streams the fp32 states), bytes/s
+HOST_OPTIMIZER_BYTES_PER_S = 2e10
 #: per-tensor host cost of pushing one weight into vLLM (load_weights), seconds
 SYNC_TENSOR_SECONDS = 5e-5
+#: latency of one small all-reduce between the GPUs of a tensor-parallel vLLM engine (two per layer), seconds
+TP_ALLREDUCE_SECONDS = 1e-5
 #: gloo over loopback on one machine, bytes/s (CPU runs)
 LOOPBACK_BYTES_PER_S = 2e9
 
@@ -57,10 +64,16 @@ class RLShape:
     completion_max: int
     engine: str             # hf | vllm
     share: float | None     # vLLM memory share
+    packed: bool = False    # log-prob/update passes on packed sequences (no padding)
 
     @property
     def padded(self) -> float:
         return self.prompt_pad + self.completion_max
+
+    @property
+    def train_tokens(self) -> float:
+        """Tokens per sequence that the log-prob and update passes compute on."""
+        return self.prompt_tokens + self.completion if self.packed else self.padded
 
     @property
     def updates(self) -> int:
@@ -71,22 +84,41 @@ class RLShape:
         return max(1, math.ceil(self.seqs / self.updates / self.micro))
 
 
+def step_prompts(algo: GRPOAlgorithm, micro: int, world: int) -> tuple[int, int]:
+    """(prompts per rollout step, prompts per update), global: the one home of this arithmetic (the trainer
+    reads the plan's values, ``plan --compare`` shows them)."""
+    prompts = algo.train_batch_size or world * max(1, micro // algo.num_generations)
+    return prompts, algo.ppo_mini_batch_size or prompts
+
+
 def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
     algo = recipe.algorithm
     assert isinstance(algo, GRPOAlgorithm)
     micro = recipe.train.batch_size
-    prompts = algo.train_batch_size or hw.world * max(1, micro // algo.num_generations)
-    mini = algo.ppo_mini_batch_size or prompts
+    train_world = layout(recipe, hw.world).train_world
+    prompts, mini = step_prompts(algo, micro, hw.world)
     share = recipe.memory.vllm_gpu_memory_utilization
     engine = algo.rollout_engine
     if engine == "auto":
         engine = "vllm" if (share is not None and not hw.gpu.is_cpu) else "hf"
-    seqs = max(1, prompts * algo.num_generations // hw.world)
+    seqs = max(1, prompts * algo.num_generations // train_world)
     prompt = recipe.estimate.prompt_fraction * algo.max_prompt_length
     pad = min(float(algo.max_prompt_length), prompt * (1.5 if seqs > 1 else 1.0))
     return RLShape(prompts, mini, algo.num_generations, seqs, micro, prompt, pad,
                    recipe.estimate.completion_fraction * algo.max_completion_length, algo.max_completion_length,
-                   engine, share)
+                   engine, share, algo.sequence_packing)
+
+
+#: share of the dense peak reached by the prefill, log-prob and update passes when the recipe states none:
+#: torchtitan's published 33-39 % for FSDP training of 8B on H100 (``reference/seed-figures.md``), with
+#: the range 20-50 % carried into the step's range (``estimate.step_range_seconds``)
+RL_EFFICIENCY, RL_EFFICIENCY_RANGE = 0.35, (0.2, 0.5)
+
+
+def efficiency(recipe: Recipe) -> float:
+    """``estimate.mfu`` where the recipe (or ``--set``) states it, an override shown as assumed; else
+    :data:`RL_EFFICIENCY`."""
+    return recipe.estimate.mfu if "mfu" in recipe.estimate.model_fields_set else RL_EFFICIENCY
 
 
 def _fsdp_hooks(recipe: Recipe, hw: Hardware) -> bool:
@@ -103,14 +135,16 @@ def hf_decode_host_seconds(recipe: Recipe, hw: Hardware) -> float:
     return host
 
 
-def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str) -> float:
+def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str, tp: int = 1) -> float:
+    """One decode step of ``batch`` sequences on one engine of ``tp`` GPUs (weights and KV split over them)."""
     model = recipe.model
     weights = physics.params_of(model) * physics.half_bytes(hw.precision)
     kv = batch * context * physics.kv_bytes_per_token(model, hw.precision)
-    memory = (weights + kv) / (hw.bandwidth * physics.DECODE_BANDWIDTH_EFFICIENCY)
-    compute = batch * physics.forward_flops_per_token(model, context) / (hw.peak * recipe.estimate.mfu)
+    memory = (weights + kv) / (tp * hw.bandwidth * physics.DECODE_BANDWIDTH_EFFICIENCY)
+    compute = batch * physics.forward_flops_per_token(model, context) / (tp * hw.peak * efficiency(recipe))
     if engine == "vllm":
         host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * physics.OP_SECONDS_GRAPHED
+        host += (2 * (model.num_layers or 1) * TP_ALLREDUCE_SECONDS) if tp > 1 else 0.0
     else:
         host = hf_decode_host_seconds(recipe, hw)
     if hw.gpu.is_cpu:  # no asynchronous launch on CPU: dispatch adds to the work
@@ -120,11 +154,17 @@ def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, eng
 
 def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
     model = recipe.model
-    mfu = recipe.estimate.mfu
-    prefill_flops = s.seqs * physics.sequence_forward_flops(model, s.prompt_pad)
-    decode_flops = s.seqs * s.completion * physics.forward_flops_per_token(model, s.prompt_pad + s.completion / 2)
-    out.flops += (prefill_flops + decode_flops) * hw.world
-    prefill = prefill_flops / (hw.peak * mfu)
+    mfu = efficiency(recipe)
+    algo = recipe.algorithm
+    assert isinstance(algo, GRPOAlgorithm)
+    servers = rollout_gpus(recipe, hw.world) if s.engine == "vllm" else 0
+    tp = algo.vllm_tensor_parallel_size if s.engine == "vllm" else 1
+    # sequences one engine generates: server mode spreads the whole step over the rollout GPUs
+    gen = s.prompts * s.generations / servers * tp if servers else s.seqs * tp
+    prefill_flops = gen * physics.sequence_forward_flops(model, s.prompt_pad)
+    decode_flops = gen * s.completion * physics.forward_flops_per_token(model, s.prompt_pad + s.completion / 2)
+    out.flops += (prefill_flops + decode_flops) * (servers or hw.world) / tp
+    prefill = prefill_flops / (hw.peak * mfu * tp)
     if s.engine == "hf":
         steps = s.completion_max if s.seqs > 1 else s.completion
         decode = steps * _decode_step(recipe, hw, s.seqs, s.prompt_pad + steps / 2, "hf")
@@ -136,22 +176,31 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
             f"operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks})")
     else:
         kv_tok = physics.kv_bytes_per_token(model, hw.precision)
-        weights = physics.params_of(model) * physics.half_bytes(hw.precision)
-        cache = max(1.0, (s.share or 0.0) * hw.gpu.memory_gib * physics.GIB - weights - physics.GIB)
-        waves = max(1, math.ceil(s.seqs * (s.prompt_tokens + s.completion) * kv_tok / cache))
-        batch = s.seqs / waves
-        body = s.completion * _decode_step(recipe, hw, batch, s.prompt_tokens + s.completion / 2, "vllm")
+        share = (s.share or 0.9) if servers else (s.share or 0.0)
+        if not hw.gpu.is_cpu:
+            check_share(recipe, hw, share)
+        cache = max(1.0, kv_cache_bytes(recipe, hw, share))
+        waves = max(1, math.ceil(gen * (s.prompt_tokens + s.completion) * kv_tok / cache))
+        if waves > MAX_WAVES:
+            raise PlanError(
+                f"the rollout would run in {waves} waves of vLLM's KV cache ({cache / physics.GIB:.1f} GiB for "
+                f"{gen:.0f} sequences per engine): raise memory.vllm_gpu_memory_utilization, lower "
+                f"algorithm.train_batch_size, or add GPUs (at most {MAX_WAVES} waves are planned)")
+        batch = gen / waves
+        body = s.completion * _decode_step(recipe, hw, batch, s.prompt_tokens + s.completion / 2, "vllm", tp)
         tail = (s.completion_max - s.completion) * _decode_step(
-            recipe, hw, max(1.0, batch * 0.1), s.prompt_tokens + s.completion_max, "vllm")
+            recipe, hw, max(1.0, batch * 0.1), s.prompt_tokens + s.completion_max, "vllm", tp)
         decode = waves * (body + tail)
+        where = (f"a vLLM server on {servers} dedicated GPU(s) (share {share:g})" if servers else
+                 f"colocated vLLM (share {share:g} of {hw.gpu.memory_gib:g} GiB)")
         out.assumptions.append(
-            f"rollout: colocated vLLM (share {s.share:g} of {hw.gpu.memory_gib:g} GiB; assumes vLLM is installed "
-            f"on the node, else HF generate), {s.seqs} sequences per rank in {waves} wave(s) of its KV cache; "
-            "continuous batching, the longest 10% set the tail")
-        algo = recipe.algorithm
-        if isinstance(algo, GRPOAlgorithm) and algo.vllm_sleep_mode:
+            f"rollout: {where}, tensor parallel {tp}; assumes vLLM is installed on the node, else HF generate; "
+            f"{gen:.0f} sequences per engine in {waves} wave(s) of its KV cache; continuous batching, the "
+            "longest 10% set the tail")
+        if algo.vllm_sleep_mode and not servers:
             out.phases["sync"] = out.phases.get("sync", 0.0) + VLLM_SLEEP_WAKE_SECONDS
     out.phases["rollout"] = prefill + decode
+    out.compute_seconds += prefill
 
 
 def _sync(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
@@ -160,38 +209,45 @@ def _sync(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
     params = physics.params_of(recipe.model)
     weights = params * physics.half_bytes(hw.precision)
     link = hw.gpu.interconnect_gbs * 1e9 or LOOPBACK_BYTES_PER_S
-    gather = weights * (hw.world - 1) / hw.world / link if recipe.distributed.strategy == "fsdp" else 0.0
+    gather = weights * (hw.world - 1) / hw.world / link if layout(recipe, hw.world).sharded else 0.0
+    if rollout_gpus(recipe, hw.world):  # to a server on other GPUs: one broadcast over the link
+        gather += weights / link
     tensors = 12 * (recipe.model.num_layers or 1)
     out.phases["sync"] = out.phases.get("sync", 0.0) + gather + weights / hw.bandwidth + tensors * SYNC_TENSOR_SECONDS
 
 
 def _forward_pass(recipe: Recipe, hw: Hardware, s: RLShape) -> tuple[float, float]:
     """(seconds, FLOPs per rank) of one no-grad forward over the step's sequences."""
-    flops = s.seqs * physics.sequence_forward_flops(recipe.model, s.padded)
+    flops = s.seqs * physics.sequence_forward_flops(recipe.model, s.train_tokens)
     chunks = math.ceil(s.seqs / s.micro)
     host = chunks * (recipe.model.num_layers or 1) * 25 * hw.op_seconds
-    return flops / (hw.peak * recipe.estimate.mfu) + host, flops
+    return flops / (hw.peak * efficiency(recipe)) + host, flops
 
 
 def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: StepModel) -> None:
     model = recipe.model
     params = physics.params_of(model)
+    lay = layout(recipe, hw.world)
     ckpt = 4 / 3 if recipe.train.gradient_checkpointing else 1.0
-    flops = algo.num_iterations * 3 * ckpt * s.seqs * physics.sequence_forward_flops(model, s.padded)
-    out.flops += flops * hw.world
+    passes = 2 if model.lora_rank else 3  # LoRA: no weight gradients of the frozen model
+    flops = algo.num_iterations * passes * ckpt * s.seqs * physics.sequence_forward_flops(model, s.train_tokens)
+    out.flops += flops * lay.train_world
     updates = algo.num_iterations * s.updates
     micro_steps = updates * s.micro_per_update
     host = micro_steps * (model.num_layers or 1) * 25 * 3 * hw.op_seconds
-    fsdp = recipe.distributed.strategy == "fsdp" and hw.world > 1
-    shard = hw.world if fsdp else 1
-    optimizer = updates * 28 * params / shard / hw.bandwidth
+    trainable = lay.trainable / lay.model_parallel
+    optimizer = updates * 28 * trainable / lay.optimizer_shard / (
+        HOST_OPTIMIZER_BYTES_PER_S if lay.offload else hw.bandwidth)
     link = hw.gpu.interconnect_gbs * 1e9 or LOOPBACK_BYTES_PER_S
-    ring = (hw.world - 1) / hw.world if hw.world > 1 else 0.0
-    if fsdp:  # all-gather half weights forward and backward per micro-batch, reduce-scatter fp32 grads per update
-        comm = ring * (micro_steps * 2 * params * physics.half_bytes(hw.precision) + updates * 4 * params) / link
+    ring = (lay.dp - 1) / lay.dp if lay.dp > 1 else 0.0
+    half = physics.half_bytes(hw.precision)
+    if lay.sharded:  # all-gather half weights forward and backward per micro-batch, reduce-scatter grads
+        grads = (micro_steps if not lay.full_grads_while_accumulating else updates) * 4 * trainable
+        comm = ring * (micro_steps * 2 * params / lay.model_parallel * half + grads) / link
     else:
-        comm = updates * 2 * ring * 4 * params / link
-    out.phases["update"] = flops / (hw.peak * recipe.estimate.mfu) + host + optimizer + comm
+        comm = updates * 2 * ring * 4 * trainable / link
+    out.phases["update"] = flops / (hw.peak * efficiency(recipe)) + host + optimizer + comm
+    out.compute_seconds += flops / (hw.peak * efficiency(recipe))
 
 
 def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape, out: StepModel) -> None:
@@ -201,7 +257,7 @@ def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape,
     evals = (len(range(every, steps, every)) if every else 0) + 1 if algo.eval_samples and steps else 0
     new = algo.eval_max_new_tokens or algo.max_completion_length
     batch = algo.eval_samples
-    prefill = batch * physics.sequence_forward_flops(recipe.model, s.prompt_pad) / (hw.peak * recipe.estimate.mfu)
+    prefill = batch * physics.sequence_forward_flops(recipe.model, s.prompt_pad) / (hw.peak * efficiency(recipe))
     decode = new * _decode_step(recipe, hw, batch, s.prompt_pad + new / 2, "hf")
     score = batch * (SANDBOX_PROGRAM_SECONDS / max(1, algo.sandbox_workers or recipe.resources.cpus_per_gpu)
                      if recipe.entrypoint == "grpo_code" else CHECK_SECONDS)
@@ -223,7 +279,9 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
     out.assumptions.append(
         f"RL step: {s.prompts} prompts × {s.generations} completions ({s.seqs} per rank); prompts "
         f"~{s.prompt_tokens:.0f} tokens (estimate.prompt_fraction), completions ~{s.completion:.0f} of "
-        f"{s.completion_max} (estimate.completion_fraction); tensors padded to {s.padded:.0f}")
+        f"{s.completion_max} (estimate.completion_fraction); log-prob and update passes on "
+        + (f"packed sequences of ~{s.train_tokens:.0f} real tokens (algorithm.sequence_packing)" if s.packed
+           else f"tensors padded to {s.padded:.0f} (the trainer pads; algorithm.sequence_packing=true packs)"))
     _sync(recipe, hw, s, out)
     _rollout(recipe, hw, s, out)
     passes = []
@@ -234,6 +292,7 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
     for _ in passes:
         seconds, flops = _forward_pass(recipe, hw, s)
         out.phases["logprob"] = out.phases.get("logprob", 0.0) + seconds
+        out.compute_seconds += flops / (hw.peak * efficiency(recipe))
         out.flops += flops * hw.world
     _update(recipe, hw, s, algo, out)
     if recipe.entrypoint == "grpo_code":
@@ -245,6 +304,13 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         out.phases["reward"] = s.seqs * CHECK_SECONDS
     out.assumptions.append(
         f"log-prob passes: {', '.join(passes) or 'none'}; {algo.num_iterations} × {s.updates} update(s) of "
-        f"{s.micro_per_update} micro-batch(es) of {s.micro}; compute at {recipe.estimate.mfu:.0%} MFU")
+        f"{s.micro_per_update} micro-batch(es) of {s.micro}; {layout(recipe, hw.world).label}; compute at "
+        f"{efficiency(recipe):.0%} MFU "
+        + ("(estimate.mfu: assumed by the recipe)" if "mfu" in recipe.estimate.model_fields_set else
+           f"(the planner's default, range {RL_EFFICIENCY_RANGE[0]:.0%}-{RL_EFFICIENCY_RANGE[1]:.0%})"))
+    if algo.off_policy_steps:
+        out.concurrent = ("rollout",)
+        out.assumptions.append("one-step off-policy: step n+1's rollout runs while step n trains; the step is "
+                               "the longer of the two plus the weight sync")
     _run_overhead(recipe, hw, algo, s, out)
     return out

@@ -180,21 +180,35 @@ def extends_chain(path: str | Path) -> list[Path]:
     return chain
 
 
-def apply_overrides(source: RecipeSource, overrides: Iterable[str]) -> RecipeSource:
-    """Apply ``--set a.b=value`` overrides; values are parsed as YAML, strings kept for string fields."""
-    data = source.data
-    marks = dict(source.marks)
+#: one ``--set`` parsed: the key path, its value, where it came from
+Override = tuple[Key, Any, Location]
+
+
+def parse_overrides(source: RecipeSource, overrides: Iterable[str]) -> list[Override]:
+    """Parse ``--set a.b=value`` lines once (values as YAML, strings kept for string fields of ``source``)."""
+    parsed: list[Override] = []
     for text in overrides:
         dotted, sep, raw = text.partition("=")
         key = tuple(part for part in dotted.strip().split("."))
         if not sep or not dotted.strip() or any(not part for part in key):
             raise RecipeError(f"--set {text!r}: expected a.b.c=value")
-        value = _parse_override_value(key, raw, data)
+        parsed.append((key, _parse_override_value(key, raw, source.data), Location(f"--set {text}", 1, 1)))
+    return parsed
+
+
+def apply_parsed(source: RecipeSource, parsed: Iterable[Override]) -> RecipeSource:
+    data = source.data
+    marks = dict(source.marks)
+    for key, value, where in parsed:
         data = deep_merge(data, _nest(key, value))
-        where = Location(f"--set {text}", 1, 1)
         for n in range(1, len(key) + 1):
             marks[key[:n]] = where
     return RecipeSource(source.path, data, marks)
+
+
+def apply_overrides(source: RecipeSource, overrides: Iterable[str]) -> RecipeSource:
+    """Apply ``--set a.b=value`` overrides; values are parsed as YAML, strings kept for string fields."""
+    return apply_parsed(source, parse_overrides(source, overrides))
 
 
 MAX_SWEEP_JOBS = 1000

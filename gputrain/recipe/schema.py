@@ -50,6 +50,11 @@ class ModelSpec(Strict):
     num_kv_heads: int | None = Field(default=None, gt=0, description="key/value heads (GQA); default num_heads")
     vocab_size: int | None = Field(default=None, gt=0)
     seq_len: int | None = Field(default=None, gt=0, description="tokens per sample")
+    active_params: float | None = Field(
+        default=None, gt=0, description="mixture-of-experts: parameters active per token (compute); params is "
+        "the total (memory)")
+    lora_rank: int | None = Field(default=None, gt=0, description="train low-rank adapters of this rank on "
+                                  "the frozen model (plan-only: the trainers train every weight)")
 
 
 class DataSpec(Strict):
@@ -104,6 +109,15 @@ class MemorySpec(Strict):
 class DistributedSpec(Strict):
     strategy: Literal["ddp", "fsdp", "deepspeed", "none"] = "ddp"
     backend: Literal["auto", "nccl", "gloo"] = "auto"
+    sharding: Literal["auto", "zero1", "zero2", "zero3"] = Field(
+        default="auto", description="auto: what the trainer runs for the strategy (fsdp: FSDP2, full unsharded "
+        "gradients while accumulating; deepspeed: DDP); zero1/2/3: optimizer / + gradients / + weights "
+        "sharded, gradients reduce-scattered per micro-batch (plan-only)")
+    tensor_parallel: int = Field(default=1, gt=0, description="training tensor parallelism (plan-only)")
+    pipeline_parallel: int = Field(default=1, gt=0, description="training pipeline stages (plan-only)")
+    expert_parallel: int = Field(default=1, gt=0, description="mixture-of-experts: experts split over this many "
+                                 "ranks (plan-only)")
+    cpu_offload: bool = Field(default=False, description="fp32 weights and optimizer on the host (plan-only)")
 
 
 class ResourcesSpec(Strict):
@@ -143,7 +157,8 @@ class GuideFigure(Strict):
 class EstimateSpec(Strict):
     flops_per_sample: float | None = Field(default=None, gt=0, description="training FLOPs per sample")
     tokens_per_sample: int | None = Field(default=None, gt=0)
-    mfu: float = Field(default=0.35, gt=0, le=1, description="assumed model FLOPs utilisation")
+    mfu: float = Field(default=0.35, gt=0, le=1, description="assumed model FLOPs utilisation: an override "
+                       "shown as assumed (RL recipes leave it unset and the planner uses its own efficiency)")
     completion_fraction: float = Field(
         default=0.7, gt=0, le=1, description="RL: expected completion length as a share of max_completion_length"
     )

@@ -53,8 +53,8 @@ def test_malformed_recipes_get_one_line_and_exit_2(name: str, fragment: str) -> 
 
 
 def test_unknown_gpu_and_negative_flag() -> None:
-    proc = gputrain("plan", str(RECIPES / "selftest.yaml"), "--gpu", "Z9000")
-    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown GPU type 'Z9000'; known:")
+    proc = gputrain("plan", str(RECIPES / "selftest.yaml"), "--gpu", "Z9999")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown GPU type 'Z9999'; known:")
     proc = gputrain("plan", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--gpus", "-2")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
@@ -103,7 +103,8 @@ def test_compare_lists_gpu_types() -> None:
     assert rows[0]["gpu"] == "B200-192GB"
     by_gpu = {r["gpu"]: r for r in rows if r["where"] == "cloud"}
     assert by_gpu["V100-32GB"]["precision"] == "fp16" and by_gpu["H100-80GB"]["precision"] == "bf16"
-    assert by_gpu["RTX-4090"]["fits"] is False
+    assert by_gpu["V100-16GB"]["fits"] is False
+    assert by_gpu["RTX-4090"]["work_per_step"] == by_gpu["B200-192GB"]["work_per_step"] == "1024×8"  # like for like
 
 
 def test_schema_is_json_schema() -> None:

@@ -32,7 +32,7 @@ def test_names_people_type_resolve(typed: str, canonical: str) -> None:
 
 
 def test_unknown_names_are_errors_never_substitutions() -> None:
-    with pytest.raises(HardwareError, match="unknown GPU type 'H300'; did you mean H200-141GB or H100-80GB"):
+    with pytest.raises(HardwareError, match="unknown GPU type 'H300'; did you mean H800 or H200-141GB or H100-80GB"):
         get_gpu("H300")  # a suggestion, never a substitution
     with pytest.raises(HardwareError, match="unknown GPU type 'Q9'; known: cpu"):
         get_gpu("Q9")

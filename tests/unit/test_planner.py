@@ -145,8 +145,10 @@ def test_profile_for_unknown_gpu_is_an_error() -> None:
 def test_plan_json_contract() -> None:
     data = json.loads(make_plan(BASE, gpu="H100", gpus_per_node=2, nodes=2).to_json())
     for key in ("schema_version", "recipe", "module", "gpu", "gpus_per_node", "nodes", "world_size", "precision",
-                "attention", "global_batch_size", "learning_rate", "estimate", "warnings", "artifacts"):
+                "attention", "global_batch_size", "estimate", "warnings", "artifacts"):
         assert key in data
+    # the resolved learning rate has one home, the recipe the trainers read (#26)
+    assert "learning_rate" not in data and data["recipe"]["train"]["learning_rate"] > 0
     for key in ("memory_gib_per_gpu", "step_seconds", "total_hours", "cost_usd"):
         assert key in data["estimate"]
     assert data["gpu"]["name"] == "H100-80GB" and data["world_size"] == 4

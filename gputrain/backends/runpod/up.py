@@ -101,6 +101,9 @@ class Up:
         api_key = load_api_key()
         first = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                           overrides=opts.overrides, target="docker")
+        from gputrain.recipe.plan_only import refuse_plan_only
+
+        refuse_plan_only(first.recipe)
         base = pod_name(first.recipe.name, first.gpu.name, first.gpus_per_node, opts.image,
                         first.resolved_recipe_data())
         registry = JobRegistry()

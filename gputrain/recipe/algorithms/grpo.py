@@ -52,6 +52,17 @@ class GRPOAlgorithm(BaseModel):
         description="vLLM sleep (level 2) while training, freeing its memory; where the vLLM version has it",
     )
 
+    # Rollout placement and cost shape (planned; see gputrain.planner.plan_only for what runs)
+    vllm_mode: Literal["colocate", "server"] = Field(
+        default="colocate", description="colocate: vLLM shares each training GPU; server: vLLM on rollout_gpus "
+        "dedicated GPUs of the job (TRL vllm_mode=server; plan-only)")
+    rollout_gpus: int | None = Field(default=None, gt=0, description="server mode: GPUs of the job for vLLM")
+    vllm_tensor_parallel_size: int = Field(default=1, gt=0, description="GPUs per vLLM engine (plan-only)")
+    off_policy_steps: int = Field(default=0, ge=0, le=1, description="1: generate step n+1 while training step "
+                                  "n (one-step off-policy, step ~ max(rollout, train); plan-only)")
+    sequence_packing: bool = Field(default=False, description="log-prob and update passes on packed sequences "
+                                   "(no compute on padding) instead of padded micro-batches")
+
     # Batches (see module docstring)
     train_batch_size: int | None = Field(default=None, gt=0, description="prompts per rollout step, global")
     ppo_mini_batch_size: int | None = Field(default=None, gt=0, description="prompts per update, global")

@@ -1,0 +1,104 @@
+"""RL memory terms (grpo_code, grpo_math, gdpo), from the code that allocates them (``gputrain.train.grpo``).
+
+- Activations of a HF decoder layer under bf16 autocast with fp32 weights and SDPA (memory-efficient
+  kernel, no score matrix): ``h·(32 + 4·kv_heads/heads) + 8·i`` bytes per token per layer, ``i`` the MLP
+  width. Counted on CPU with ``torch.autograd.graph.saved_tensors_hooks`` on transformers' Qwen2 (the
+  fp32 RMSNorm inputs and outputs, rotary q/k, the bf16 casts of every matmul input, SwiGLU's three
+  ``i``-wide tensors): 60.07·h at i = 3h, 76.07·h at i = 5h, 56.87·h with 4 of 20 KV heads. With
+  recomputation only each layer's fp32 input (4·h) stays, plus one layer recomputed at a time.
+- Logits of the training forward (``loss.completion_logprobs``): the head's ``[B, T, V]`` output, the
+  tempered ``[B, C, V]`` copy, and every row's fp32 log-softmax output, which autograd keeps until the
+  backward (the row loop bounds the fp32 copy only under ``no_grad``); the backward adds a half gradient
+  of the first two and one row's fp32 gradient at a time.
+- Sequences are padded to the longest in the micro-batch (``algorithm.sequence_packing: false``) or packed
+  (true: the expected real length, no padding).
+- The reference model in the compute dtype when ``beta > 0``; vLLM's share of *total* device memory
+  (checked in ``gputrain.planner.vllm_fit``), or the HF-generate KV cache of the whole rollout batch and
+  its fp32 scores, and under FSDP the gathered full weights.
+"""
+
+from __future__ import annotations
+
+from gputrain.contract.estimate import MemoryTerm
+from gputrain.planner import physics
+from gputrain.planner.memory_terms import _term
+from gputrain.planner.parallel import Layout
+from gputrain.planner.workload import Hardware
+from gputrain.planner.workload_rl import rl_shape
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.schema import ModelSpec, Recipe
+
+RL_ENTRYPOINTS = ("grpo_code", "grpo_math", "gdpo")
+#: bytes per token per layer and per hidden unit (``h`` part, MHA) and per MLP unit (measured, see docstring)
+LAYER_BYTES_H, LAYER_BYTES_KV, LAYER_BYTES_I = 32.0, 4.0, 8.0
+
+
+def mlp_width(model: ModelSpec) -> float:
+    """The MLP width ``i`` from the parameter count (q, o: h²; k, v: h²·kv/heads; gate, up, down: 3·h·i)."""
+    h, layers = model.hidden_size or 0, model.num_layers or 0
+    if not h or not layers:
+        return 0.0
+    heads = model.num_heads or max(1, h // 64)
+    kv = (model.num_kv_heads or heads) / heads
+    per_layer = (physics.params_of(model) - (model.vocab_size or 0) * h) / layers
+    return max(float(h), (per_layer - 2 * h * h * (1 + kv)) / (3 * h))
+
+
+def decoder_activation_bytes(model: ModelSpec, tokens: float, checkpointing: bool) -> float:
+    """Activations kept for backward of ``tokens`` tokens through every layer (see module docstring)."""
+    h, layers = model.hidden_size or 0, model.num_layers or 0
+    heads = model.num_heads or max(1, h // 64)
+    kv = (model.num_kv_heads or heads) / heads
+    layer = tokens * (h * (LAYER_BYTES_H + LAYER_BYTES_KV * kv) + LAYER_BYTES_I * mlp_width(model))
+    if checkpointing:
+        return tokens * 4 * h * layers + layer
+    return layer * layers
+
+
+def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int) -> list[MemoryTerm]:
+    algo = recipe.algorithm
+    assert isinstance(algo, GRPOAlgorithm)
+    s = rl_shape(recipe, hw)
+    model = recipe.model
+    v = model.vocab_size or 0
+    tp = recipe.distributed.tensor_parallel
+    ckpt = recipe.train.gradient_checkpointing
+    length = s.train_tokens
+    acts = decoder_activation_bytes(model, s.micro * length, ckpt) / tp
+    how = "packed, expected real length" if algo.sequence_packing else "padded to the longest"
+    terms = [_term("activations", acts, "train.batch_size" if ckpt else "train.gradient_checkpointing=true",
+                   phase="train", batch=True, note=f"{length:.0f} tokens ({how}) × {s.micro} per micro-batch, "
+                   f"{'with' if ckpt else 'without'} recomputation; HF decoder layer, measured on CPU",
+                   basis="measured")]
+    completion = s.completion if algo.sequence_packing else s.completion_max
+    logits = (s.micro * v * (2 * length * half + completion * (2 * half + 4)) + 2 * completion * v * 4) / tp
+    terms.append(_term("logits", logits, "train.batch_size", phase="train", batch=True,
+                       note="[B, T, V] head output + gradient, tempered copy + gradient, every row's fp32 "
+                       "log-softmax kept for backward, one row's fp32 copy and gradient"))
+    if lay.full_grads_while_accumulating and s.micro_per_update > 1:
+        terms.append(_term("fsdp_unsharded_grads", lay.trainable / lay.model_parallel * half,
+                           "train.batch_size", phase="train",
+                           note=f"full-size gradients while accumulating {s.micro_per_update} micro-batches "
+                           "(FSDP2 with sync off, as the trainer runs it)"))
+    if algo.beta > 0 and params:
+        terms.append(_term("reference_model", params * half / lay.weights_shard / lay.model_parallel,
+                           "algorithm.beta=0", note="frozen reference in the compute dtype"))
+    if s.engine == "vllm" and not hw.gpu.is_cpu:
+        if algo.vllm_mode == "server":
+            return terms  # vLLM runs on its own GPUs: nothing of it on a training GPU
+        share = s.share or 0.0
+        phase = "rollout" if algo.vllm_sleep_mode else "persistent"
+        terms.append(_term("vllm_share", share * hw.gpu.memory_gib * physics.GIB,
+                           "memory.vllm_gpu_memory_utilization", phase=phase,
+                           note=f"vLLM weights + KV cache: {share:g} of total device memory"
+                           + (" (asleep while training)" if algo.vllm_sleep_mode else "")))
+    else:
+        kv = s.seqs * s.padded * physics.kv_bytes_per_token(model, hw.precision)
+        terms.append(_term("kv_cache", kv, "algorithm.train_batch_size", phase="rollout",
+                           note=f"HF generate: {s.seqs} sequences × {s.padded:.0f} tokens"))
+        terms.append(_term("generation_scores", s.seqs * v * 4 * 2, "algorithm.train_batch_size", phase="rollout",
+                           note="fp32 scores and probabilities of one decode step"))
+        if lay.sharded and params:
+            terms.append(_term("unsharded_weights", half * params, "algorithm.rollout_engine=vllm", phase="rollout",
+                               note="FSDP2 gathers the full compute-dtype weights for HF generate"))
+    return terms

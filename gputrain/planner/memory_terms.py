@@ -1,0 +1,66 @@
+"""Building blocks of the memory model: a term with its basis, and the model states per the layout that runs.
+
+Model states (``gputrain.planner.parallel.Layout``): fp32 master weights, fp32 gradients and AdamW's two
+fp32 moments (16 B per trainable parameter) split by tensor/pipeline parallelism and sharded as the
+strategy really shards them; FSDP2 as the project's trainer runs it keeps full-size unsharded gradients in
+the compute dtype while accumulating micro-batches; ZeRO-2/3 reduce-scatter after each micro-batch and
+do not. Under DDP with half precision, autocast caches a half copy of every weight it casts. CPU offload
+moves the fp32 weights and the optimizer to the host and keeps a compute-dtype copy on the GPU. LoRA keeps
+the frozen weights in the compute dtype and states only for the adapters.
+"""
+
+from __future__ import annotations
+
+from gputrain.contract.estimate import MemoryTerm
+from gputrain.planner import physics
+from gputrain.planner.parallel import Layout
+from gputrain.planner.workload import Hardware
+from gputrain.recipe.schema import Recipe
+
+GIB = physics.GIB
+#: terms that are byte counts of parameters or a configured reservation (everything else is a formula)
+_EXACT = frozenset({"weights", "master_weights", "gradients", "optimizer", "autocast_weights", "fsdp_unsharded_grads",
+                    "reference_model", "vllm_share", "fsdp_buffers", "unsharded_weights", "frozen_weights"})
+#: (low, high) multipliers of a term by its basis. ``assumed``: a formula not yet checked against a
+#: measurement; its high end covers the worst under-prediction of such terms on the H200 sheet
+#: (``reference/gpu-h200-2026-11-26.md``: 1.52-1.61× on block diffusion, 1.42× on 0.5B GRPO).
+BASIS_RANGE = {"exact": (1.0, 1.02), "measured": (0.9, 1.1), "assumed": (0.75, 1.65)}
+
+
+def _term(name: str, nbytes: float, knob: str = "", *, phase: str = "persistent", batch: bool = False,
+          note: str = "", basis: str | None = None) -> MemoryTerm:
+    chosen = basis or ("exact" if name in _EXACT else "assumed")
+    return MemoryTerm(name=name, gib=nbytes / GIB, knob=knob, phase=phase,  # type: ignore[arg-type]
+                      scales_with_batch=batch, note=note, basis=chosen)  # type: ignore[arg-type]
+
+
+def state_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout) -> list[MemoryTerm]:
+    half = physics.half_bytes(hw.precision)
+    mp = lay.model_parallel
+    cut = "" if lay.sharded else "distributed.strategy=fsdp"
+    trainable = lay.trainable / mp
+    terms: list[MemoryTerm] = []
+    if recipe.model.lora_rank:
+        terms.append(_term("frozen_weights", half * params / mp / lay.weights_shard, cut,
+                           note="frozen base weights in the compute dtype (LoRA)"))
+    if lay.sharding != "auto" and not lay.offload:  # ZeRO / distributed optimizer: fp32 master with the moments
+        zero3 = lay.sharding == "zero3"
+        terms += [_term("weights", half * params / mp / (lay.dp if zero3 else 1), "distributed.sharding=zero3",
+                        note="compute-dtype weights"),
+                  _term("master_weights", 4 * trainable / lay.optimizer_shard, note="fp32 master weights, sharded "
+                        "with the optimizer"),
+                  _term("optimizer", 8 * trainable / lay.optimizer_shard, note="AdamW moments, fp32, sharded"),
+                  _term("gradients", 4 * trainable / lay.grads_shard, "distributed.sharding=zero2",
+                        note="fp32 gradients" + (", reduce-scattered per micro-batch" if lay.grads_shard > 1 else ""))]
+        return terms
+    if lay.offload:
+        terms.append(_term("weights", half * trainable / lay.weights_shard, note="compute-dtype weights on the "
+                           "GPU; fp32 master weights and AdamW moments offloaded to the host"))
+    else:
+        terms += [_term("weights", 4 * trainable / lay.weights_shard, cut, note="fp32 master weights"),
+                  _term("optimizer", 8 * trainable / lay.optimizer_shard, cut, note="AdamW moments, fp32")]
+    terms.append(_term("gradients", 4 * trainable / lay.grads_shard, cut, note="fp32 gradients"))
+    if not lay.sharded and half == 2 and not recipe.model.lora_rank:
+        terms.append(_term("autocast_weights", 2 * params / mp, "distributed.strategy=fsdp", phase="train",
+                           note="half copies cached by autocast"))
+    return terms

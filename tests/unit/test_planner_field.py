@@ -1,0 +1,40 @@
+"""The field's published RL runs (``benchmarks/data/planner_field.yaml``) as a CI regression check of the planner."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _field() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("planner_field", ROOT / "benchmarks" / "planner_field.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("planner_field", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_published_runs_are_planned_not_refused_and_stay_within_2x() -> None:
+    field = _field()
+    rows, floor = field.load()
+    assert len(rows) >= 6 and floor >= 0.8
+    for row in rows:  # each row cites where its figure comes from, and quotes it
+        assert row.url.startswith("https://") and f"{row.measured:g}" in row.quote, row.id
+    planned = field.plan_rows(rows)
+    refused = [f"{r.id}: {r.refused}" for r in planned if r.refused]
+    assert not refused, refused
+    stats = field.summary(planned)
+    assert stats["within_2x"] >= floor, stats
+
+
+def test_the_table_in_the_repository_was_written_from_the_data() -> None:
+    field = _field()
+    rows, _ = field.load()
+    text = (ROOT / "benchmarks" / "planner_field.md").read_text(encoding="utf-8")
+    for row in rows:
+        assert row.id in text and row.url in text
