@@ -46,6 +46,14 @@ SECCOMP_DENY = (
     "delete_module", "swapon", "swapoff", "acct", "quotactl", "syslog",
 )
 SIGNAL_SYSCALLS = ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal")
+#: Syscalls that change *another* process given its pid as first argument: allowed on 0 (the caller) only,
+#: so no level lets a program renice, re-limit or re-pin the trainer or a neighbour (with no PID
+#: namespace, at the Landlock level, it could see and reach them).
+OTHER_PROCESS_BY_PID = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
+                        "migrate_pages", "move_pages", "get_robust_list")
+#: Whole syscalls with no use inside a sandbox that act on another process through a pidfd.
+OTHER_PROCESS_BY_PIDFD = ("process_madvise", "process_mrelease")
+PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 
 
 class ConfineError(Exception):
@@ -101,15 +109,25 @@ def _place(new_root: str, path: str) -> str:
 
 
 def build_root(cfg: dict[str, Any]) -> None:
-    """Pivot into a root that holds only what ``cfg['read_only']`` lists, plus /dev nodes and /tmp."""
+    """Pivot into a root that holds only what ``cfg['read_only']`` lists, less ``cfg['hidden']`` (installed
+    packages, covered by an empty read-only tmpfs), plus /dev nodes and a private size-limited /tmp.
+
+    /tmp is mounted first and the read-only folders after it, so an interpreter that lives under /tmp is
+    bound inside the new /tmp instead of being covered by it."""
     new_root = cfg["stage"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    os.makedirs(new_root + "/tmp", mode=0o755)
+    owner = f"uid={cfg['uid'] or 0},gid={cfg['gid'] or 0}"
+    _mount("tmpfs", new_root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmpfs_mb']}m,mode=0700,{owner}")
     for path in cfg["read_only"]:
         if os.path.islink(path) and os.path.dirname(path) == "/":  # merged /usr: /bin -> usr/bin
             os.symlink(os.readlink(path), new_root + path)
         elif os.path.exists(path):
             _bind(path, _place(new_root, path), readonly=True)
+    for path in cfg.get("hidden", []):
+        if os.path.isdir(new_root + path):
+            _mount("tmpfs", new_root + path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
     os.makedirs(new_root + "/dev", mode=0o755)
     for name in DEV_NODES:
         if os.path.exists(f"/dev/{name}"):
@@ -117,9 +135,6 @@ def build_root(cfg: dict[str, Any]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new_root}/dev/{name}")
-    os.makedirs(new_root + "/tmp", mode=0o755)
-    owner = f"uid={cfg['uid'] or 0},gid={cfg['gid'] or 0}"
-    _mount("tmpfs", new_root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmpfs_mb']}m,mode=0700,{owner}")
     os.chdir(new_root)
     number = PIVOT_ROOT.get(platform.machine())
     if number is None:
@@ -155,7 +170,7 @@ def limit(cfg: dict[str, Any]) -> None:
     for res, value in (
         (resource.RLIMIT_CPU, lim["cpu_seconds"]),
         (resource.RLIMIT_AS, lim["memory_mb"] * mb),
-        (resource.RLIMIT_FSIZE, lim["file_size_mb"] * mb),
+        (resource.RLIMIT_FSIZE, min(lim["file_size_mb"], lim["tmpfs_mb"]) * mb),
         (resource.RLIMIT_NPROC, cfg["nproc"]),
         (resource.RLIMIT_NOFILE, 64),
         (resource.RLIMIT_CORE, 0),
@@ -176,7 +191,10 @@ def landlock(cfg: dict[str, Any]) -> bool:
         for name in DEV_NODES:
             if os.path.exists(f"/dev/{name}"):
                 rules.allow_path(f"/dev/{name}", ll.AccessFS.READ_FILE | ll.AccessFS.WRITE_FILE)
-        rules.allow_path(cfg["writable"], ll.fs_for_abi(rules.abi_version) & ~ll.AccessFS.IOCTL_DEV)
+        # A flat folder of regular files: the supervisor watches its size (no tmpfs at this level).
+        flat = (ll.AccessFS.READ_FILE | ll.AccessFS.READ_DIR | ll.AccessFS.WRITE_FILE | ll.AccessFS.MAKE_REG
+                | ll.AccessFS.REMOVE_FILE | ll.AccessFS.TRUNCATE) & ll.fs_for_abi(rules.abi_version)
+        rules.allow_path(cfg["writable"], flat)
         rules.restrict()
         return bool(rules.scoped & ll.Scope.SIGNAL)
 
@@ -193,6 +211,21 @@ def seccomp(signals_scoped: bool) -> None:
             flt.add_rule(deny, name)
         except (OSError, ValueError):
             pass  # a syscall this architecture does not have
+    for name in OTHER_PROCESS_BY_PIDFD:
+        try:
+            flt.add_rule(deny, name)
+        except (OSError, ValueError):
+            pass
+    for name in OTHER_PROCESS_BY_PID:
+        try:
+            flt.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
+        except (OSError, ValueError):
+            pass
+    # setpriority(which, who) / ioprio_set(which, who): only "this process" (PRIO_USER with who=0 would reach
+    # every process of the uid, the trainer's included when they share it).
+    for name, own in (("setpriority", PRIO_PROCESS), ("ioprio_set", IOPRIO_WHO_PROCESS)):
+        flt.add_rule(deny, name, sc.Arg(0, sc.NE, own))
+        flt.add_rule(deny, name, sc.Arg(1, sc.NE, 0))
     if not signals_scoped:
         for name in SIGNAL_SYSCALLS:
             flt.add_rule(deny, name)
@@ -219,6 +252,30 @@ def preload(cfg: dict[str, Any]) -> None:
             import pyseccomp  # noqa: F401
         finally:
             ctypes.util.find_library = lookup
+
+
+IN_MODIFY, IN_CREATE, IN_MOVED_TO, IN_NONBLOCK, IN_CLOEXEC = 0x2, 0x100, 0x80, 0o4000, 0o2000000
+
+
+def watch_folder(path: str) -> int:
+    """An inotify descriptor that becomes readable whenever a file in ``path`` is created or written."""
+    libc = _libc()
+    fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
+    if fd < 0 or libc.inotify_add_watch(fd, path.encode(), IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0:
+        raise ConfineError(f"watch {path}: {os.strerror(ctypes.get_errno())}")
+    return fd
+
+
+def folder_bytes(path: str) -> int:
+    """Apparent size of the regular files in ``path`` (a sparse file counts at its full length)."""
+    total = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            try:
+                total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                pass
+    return total
 
 
 def become_reaper() -> None:
