@@ -13,7 +13,8 @@ nothing here imports gputrain. What each layer does, in the order :func:`confine
 - ``landlock`` (Landlock LSM, through ``landlockpy``): the same allowlist enforced by the kernel on paths,
   no TCP, and, with ABI >= 6, no signals to and no abstract sockets of processes outside the sandbox.
   Landlock also forbids ptrace of (and reading ``/proc/<pid>/environ`` of) any process outside it.
-- ``seccomp`` (libseccomp, through ``pyseccomp``): no sockets at all, no ptrace or cross-process memory
+- ``seccomp`` (libseccomp through ctypes; the trainer locates it with ``pyseccomp``):
+  no sockets at all, no ptrace or cross-process memory
   access, no SysV IPC, no io_uring, no keyrings, no mounts; without Landlock's signal scope, ``kill`` only
   to the program's own process group.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import resource
 from typing import Any
 
@@ -136,9 +136,9 @@ def build_root(cfg: dict[str, Any]) -> None:
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new_root}/dev/{name}")
     os.chdir(new_root)
-    number = PIVOT_ROOT.get(platform.machine())
+    number = PIVOT_ROOT.get(os.uname().machine)
     if number is None:
-        raise ConfineError(f"pivot_root: unknown syscall number on {platform.machine()}")
+        raise ConfineError(f"pivot_root: unknown syscall number on {os.uname().machine}")
     _check(_libc().syscall(number, b".", b"."), "pivot_root")
     _check(_libc().umount2(b".", MNT_DETACH), "detach the old root")
     os.chdir("/")
@@ -199,38 +199,63 @@ def landlock(cfg: dict[str, Any]) -> bool:
         return bool(rules.scoped & ll.Scope.SIGNAL)
 
 
+class _ArgCmp(ctypes.Structure):
+    """libseccomp's ``struct scmp_arg_cmp``."""
+
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+SCMP_ACT_ALLOW, SCMP_CMP_NE = 0x7FFF0000, 1
+_LIBSECCOMP: list[Any] = []
+
+
 def seccomp(signals_scoped: bool) -> None:
+    """The filter, built with libseccomp through ctypes (the library ``preload`` opened): importing a
+    binding package costs more CPU at every sandbox start than the filter itself."""
     import errno
 
-    import pyseccomp as sc
+    lib = _LIBSECCOMP[0]
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        raise ConfineError("seccomp_init failed")
+    deny = 0x00050000 | errno.EPERM  # SCMP_ACT_ERRNO(EPERM): the program sees an ordinary error
 
-    flt = sc.SyscallFilter(sc.ALLOW)
-    deny = sc.ERRNO(errno.EPERM)
-    for name in SECCOMP_DENY:
-        try:
-            flt.add_rule(deny, name)
-        except (OSError, ValueError):
-            pass  # a syscall this architecture does not have
-    for name in OTHER_PROCESS_BY_PIDFD:
-        try:
-            flt.add_rule(deny, name)
-        except (OSError, ValueError):
-            pass
-    for name in OTHER_PROCESS_BY_PID:
-        try:
-            flt.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
-        except (OSError, ValueError):
-            pass
-    # setpriority(which, who) / ioprio_set(which, who): only "this process" (PRIO_USER with who=0 would reach
-    # every process of the uid, the trainer's included when they share it).
-    for name, own in (("setpriority", PRIO_PROCESS), ("ioprio_set", IOPRIO_WHO_PROCESS)):
-        flt.add_rule(deny, name, sc.Arg(0, sc.NE, own))
-        flt.add_rule(deny, name, sc.Arg(1, sc.NE, 0))
-    if not signals_scoped:
-        for name in SIGNAL_SYSCALLS:
-            flt.add_rule(deny, name)
-        flt.add_rule(deny, "kill", sc.Arg(0, sc.NE, 0))
-    flt.load()
+    def rule(name: str, *args: tuple[int, int]) -> None:
+        number = lib.seccomp_syscall_resolve_name(name.encode())
+        if number < 0:
+            return  # a syscall this architecture does not have
+        cmps = (_ArgCmp * max(1, len(args)))(*[_ArgCmp(i, SCMP_CMP_NE, v, 0) for i, v in args])
+        rc = lib.seccomp_rule_add_array(ctx, deny, number, len(args), cmps)
+        if rc != 0:
+            raise ConfineError(f"seccomp rule {name}: {os.strerror(-rc)}")
+
+    try:
+        for name in (*SECCOMP_DENY, *OTHER_PROCESS_BY_PIDFD):
+            rule(name)
+        for name in OTHER_PROCESS_BY_PID:
+            rule(name, (0, 0))
+        # setpriority(which, who) / ioprio_set(which, who): only "this process" (PRIO_USER with who=0 would
+        # reach every process of the uid, the trainer's included when they share it).
+        for name, own in (("setpriority", PRIO_PROCESS), ("ioprio_set", IOPRIO_WHO_PROCESS)):
+            rule(name, (0, own))
+            rule(name, (1, 0))
+        if not signals_scoped:
+            for name in SIGNAL_SYSCALLS:
+                rule(name)
+            rule("kill", (0, 0))
+        rc = lib.seccomp_load(ctx)
+        if rc != 0:
+            raise ConfineError(f"seccomp_load: {os.strerror(-rc)}")
+    finally:
+        lib.seccomp_release(ctx)
 
 
 def preload(cfg: dict[str, Any]) -> None:
@@ -242,16 +267,10 @@ def preload(cfg: dict[str, Any]) -> None:
             sys.path.insert(0, path)
     if "landlock" in cfg["layers"]:
         import landlockpy  # noqa: F401
-    if "seccomp" in cfg["layers"]:
-        import ctypes.util
-
-        # pyseccomp looks libc and libseccomp up at import (a subprocess each): use what the trainer found.
-        known, lookup = cfg.get("libraries", {}), ctypes.util.find_library
-        ctypes.util.find_library = lambda name: known.get(name) or lookup(name)
-        try:
-            import pyseccomp  # noqa: F401
-        finally:
-            ctypes.util.find_library = lookup
+    if "seccomp" in cfg["layers"] and not _LIBSECCOMP:
+        # The library the trainer found (through pyseccomp), opened while it is still visible.
+        _LIBSECCOMP.append(ctypes.CDLL(cfg.get("libraries", {}).get("seccomp") or "libseccomp.so.2",
+                                       use_errno=True))
 
 
 IN_MODIFY, IN_CREATE, IN_MOVED_TO, IN_NONBLOCK, IN_CLOEXEC = 0x2, 0x100, 0x80, 0o4000, 0o2000000
