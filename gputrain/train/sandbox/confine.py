@@ -10,7 +10,7 @@ nothing here imports gputrain. What each layer does, in the order :func:`confine
 - ``drop``: a dedicated uid (trainer is root), or, in an unprivileged user namespace, every capability
   dropped for good (bounding set emptied, securebits locked so an ``exec`` cannot regain them).
 - ``limit``: rlimits (CPU, address space, file size, processes, open files, no core dumps).
-- ``landlock`` (Landlock LSM, through ``landlockpy``): the same allowlist enforced by the kernel on paths,
+- ``landlock`` (Landlock LSM, its three syscalls through ctypes): the same allowlist enforced by the kernel on paths,
   no TCP, and, with ABI >= 6, no signals to and no abstract sockets of processes outside the sandbox.
   Landlock also forbids ptrace of (and reading ``/proc/<pid>/environ`` of) any process outside it.
 - ``seccomp`` (libseccomp through ctypes; the trainer locates it with ``pyseccomp``):
@@ -178,25 +178,60 @@ def limit(cfg: dict[str, Any]) -> None:
         resource.setrlimit(res, (value, value))
 
 
-def landlock(cfg: dict[str, Any]) -> bool:
-    """Apply the Landlock allowlist; True when signals are scoped too (ABI >= 6)."""
-    import landlockpy as ll
+class _PathBeneath(ctypes.Structure):
+    """``struct landlock_path_beneath_attr`` (packed)."""
 
-    read = ll.AccessFS.READ_FILE | ll.AccessFS.READ_DIR | ll.AccessFS.EXECUTE
-    with ll.Ruleset(scoped=ll.Scope.SIGNAL | ll.Scope.ABSTRACT_UNIX_SOCKET) as rules:
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+LL_CREATE, LL_ADD_RULE, LL_RESTRICT = 444, 445, 446  # the same number on every architecture
+LL_EXECUTE, LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR, LL_REMOVE_FILE, LL_MAKE_REG, LL_TRUNCATE = (
+    0x1, 0x2, 0x4, 0x8, 0x20, 0x100, 0x4000)
+#: Filesystem rights each ABI knows (all of them handled: what is not allowed is denied), TCP bind/connect
+#: from ABI 4, signal and abstract-socket scopes from ABI 6.
+LL_FS = {1: 0x1FFF, 2: 0x3FFF, 3: 0x7FFF, 4: 0x7FFF, 5: 0xFFFF}
+LL_SCOPE_ABSTRACT_UNIX, LL_SCOPE_SIGNAL = 1, 2
+
+
+def landlock(cfg: dict[str, Any]) -> bool:
+    """Apply the Landlock allowlist with the raw syscalls; True when signals are scoped too (ABI >= 6)."""
+    libc = _libc()
+    abi = libc.syscall(LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    if abi < 1:
+        raise ConfineError("Landlock is not available")
+    handled_fs = LL_FS[min(abi, 5)]
+    attr = (ctypes.c_uint64 * 3)(handled_fs, 0x3 if abi >= 4 else 0,
+                                 LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = libc.syscall(LL_CREATE, attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise ConfineError(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+
+    def allow(path: str, access: int) -> None:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        try:
+            rule = _PathBeneath(access & handled_fs, fd)
+            if libc.syscall(LL_ADD_RULE, ruleset, 1, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                raise ConfineError(f"landlock rule {path}: {os.strerror(ctypes.get_errno())}")
+        finally:
+            os.close(fd)
+
+    try:
         for path in cfg["read_only"]:
             if os.path.exists(path):
-                rules.allow_path(path, read if os.path.isdir(path) else ll.AccessFS.READ_FILE
-                                 | ll.AccessFS.EXECUTE)
+                allow(path, LL_READ_FILE | LL_EXECUTE | (LL_READ_DIR if os.path.isdir(path) else 0))
         for name in DEV_NODES:
             if os.path.exists(f"/dev/{name}"):
-                rules.allow_path(f"/dev/{name}", ll.AccessFS.READ_FILE | ll.AccessFS.WRITE_FILE)
+                allow(f"/dev/{name}", LL_READ_FILE | LL_WRITE_FILE)
         # A flat folder of regular files: the supervisor watches its size (no tmpfs at this level).
-        flat = (ll.AccessFS.READ_FILE | ll.AccessFS.READ_DIR | ll.AccessFS.WRITE_FILE | ll.AccessFS.MAKE_REG
-                | ll.AccessFS.REMOVE_FILE | ll.AccessFS.TRUNCATE) & ll.fs_for_abi(rules.abi_version)
-        rules.allow_path(cfg["writable"], flat)
-        rules.restrict()
-        return bool(rules.scoped & ll.Scope.SIGNAL)
+        allow(cfg["writable"], LL_READ_FILE | LL_READ_DIR | LL_WRITE_FILE | LL_MAKE_REG | LL_REMOVE_FILE
+              | LL_TRUNCATE)
+        if libc.syscall(LL_RESTRICT, ruleset, ctypes.c_uint32(0)) != 0:
+            raise ConfineError(f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(ruleset)
+    return abi >= 6
 
 
 class _ArgCmp(ctypes.Structure):
@@ -259,14 +294,12 @@ def seccomp(signals_scoped: bool) -> None:
 
 
 def preload(cfg: dict[str, Any]) -> None:
-    """Import the bindings while site-packages is still visible (before ``build_root`` hides it)."""
+    """Open libseccomp while it is visible (before ``build_root``); put binding paths on sys.path."""
     import sys
 
     for path in reversed(cfg.get("binding_paths", [])):
         if path not in sys.path:
             sys.path.insert(0, path)
-    if "landlock" in cfg["layers"]:
-        import landlockpy  # noqa: F401
     if "seccomp" in cfg["layers"] and not _LIBSECCOMP:
         # The library the trainer found (through pyseccomp), opened while it is still visible.
         _LIBSECCOMP.append(ctypes.CDLL(cfg.get("libraries", {}).get("seccomp") or "libseccomp.so.2",
