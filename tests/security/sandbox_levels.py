@@ -77,8 +77,10 @@ def run_level(level: Level, packages: Path, mode: str, *, popen: bool = False, p
         argv = [python or sys.executable, str(HERE / "sandbox_attacker.py")]
         env = clean_env(home, str(ROOT), **extra)
     argv = as_user_argv(level.uid, [*argv, mode, "{}"])
-    if popen:
-        return subprocess.Popen(argv, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if popen:  # the caller removes ``proc.home`` when done
+        proc = subprocess.Popen(argv, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc.home = home  # type: ignore[attr-defined]
+        return proc
     try:
         proc = subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True, timeout=400)
     finally:

@@ -8,6 +8,7 @@ process it had started, the daemon included, must be gone soon after, with no cl
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -65,3 +66,4 @@ def test_sandbox_processes_die_with_a_sigkilled_trainer(level: Level, portable_p
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        shutil.rmtree(trainer.home, ignore_errors=True)
