@@ -110,7 +110,7 @@ def test_a_program_dying_before_it_reads_its_settings_is_a_crash_not_an_exceptio
     from gputrain.train.sandbox import Isolation, run_tests
     from gputrain.train.sandbox.process import SandboxDied, SandboxProcess
 
-    def broken_pipe(self: SandboxProcess, msg: dict) -> None:
+    def broken_pipe(self: SandboxProcess, msg: dict, timeout: float) -> None:
         raise SandboxDied("control pipe closed")
 
     monkeypatch.setattr(SandboxProcess, "send", broken_pipe)

@@ -6,6 +6,8 @@ sides agree on: the limits, the allowlist of read-only paths, and the environmen
 
 from __future__ import annotations
 
+import functools
+import glob
 import os
 import stat
 import sys
@@ -53,6 +55,51 @@ def read_only_paths() -> list[str]:
         if not any(extra == p or extra.startswith(p.rstrip("/") + "/") for p in paths):
             paths.append(extra)
     return paths
+
+
+@functools.lru_cache(maxsize=1)
+def hidden_paths() -> tuple[str, ...]:
+    """Installed packages (site-/dist-packages) under the folders above: the sandbox sees the standard
+    library only, so a benchmark's reference solutions shipped in a wheel cannot be read."""
+    prefixes = {"/usr", "/usr/local", sys.base_prefix, interpreter_root()}
+    found: list[str] = ["/usr/lib/python3/dist-packages"]
+    for prefix in prefixes:
+        for kind in ("site-packages", "dist-packages"):
+            found += glob.glob(os.path.join(prefix, "lib*", "python3*", kind))
+    try:
+        import site
+
+        found += site.getsitepackages()
+    except (ImportError, AttributeError):
+        pass
+    real = (os.path.realpath(p) for p in found if os.path.isdir(p))
+    return tuple(sorted(set(real)))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _expand(path: str, hidden: tuple[str, ...], out: list[str]) -> None:
+    if any(_inside(path, h) for h in hidden):
+        return
+    if not any(_inside(h, path) for h in hidden) or not os.path.isdir(path) or os.path.islink(path):
+        if not (os.path.islink(path) and any(_inside(os.path.realpath(path), h) for h in hidden)):
+            out.append(path)
+        return
+    for name in sorted(os.listdir(path)):
+        _expand(os.path.join(path, name), hidden, out)
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_read_paths() -> tuple[str, ...]:
+    """:func:`read_only_paths` for Landlock, which can only allow: a folder that holds a hidden one is
+    replaced by its entries, down to the hidden folder (which is left out)."""
+    hidden = tuple(h for h in hidden_paths())
+    out: list[str] = []
+    for path in read_only_paths():
+        _expand(os.path.realpath(path), hidden, out)  # a rule on a link would allow its whole target
+    return tuple(dict.fromkeys(out))
 
 
 def _others_can_enter(path: str) -> bool:

@@ -6,6 +6,8 @@ trainer only relays: the judge asks "call f with these arguments", the trainer f
 program and the plain-data answer back, and finally reads the judge's verdict. Neither sandbox sees the
 other; the trainer executes none of their code. Every test is bounded by ``test_seconds`` and the whole
 program by ``wall_seconds``; a test that kills or hangs the program gets a fresh copy for the next test.
+The judge is the program's own too (started beside it, never reused): a dataset row that patches its
+judge's interpreter patches nothing that judges another program.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from gputrain.errors import SandboxError
 from gputrain.train.sandbox.config import SandboxLimits
 from gputrain.train.sandbox.process import (
     Isolation,
+    ProtocolViolation,
     SandboxDied,
     SandboxProcess,
     SandboxSetupFailed,
@@ -53,35 +56,24 @@ class ProgramResult:
         return self.passed / len(self.outcomes) if self.outcomes else 0.0
 
 
-@dataclass
-class JudgeSlot:
-    """A judge process kept between programs (one per pool slot): it only ever runs dataset code, which
-    arrives with each test, so reusing it costs a program nothing and saves a sandbox start per program.
-    Replaced after ``MAX_USES`` tests (its CPU-time limit is cumulative) or when it dies or hangs."""
-
-    proc: SandboxProcess | None = None
-    ready: bool = False
-    uses: int = 0
-
-    MAX_USES = 100
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.close()
-        self.proc, self.ready, self.uses = None, False, 0
+#: What a judge may ask of a program (the rest of its request is dropped before it is relayed).
+CALL_KEYS = ("name", "method", "handle", "args", "kwargs")
 
 
 class _Run:
-    """The two processes of one program's run and the budget they share."""
+    """The two processes of one program's run and the budget they share.
+
+    Both are started for this program only and end with it: no state of one program's scoring (a dataset
+    row that patched its judge, a program's leftovers) can reach another's."""
 
     def __init__(self, program: str, setup_code: str, prelude: str, limits: SandboxLimits,
-                 isolation: Isolation, judge_slot: JudgeSlot | None = None) -> None:
+                 isolation: Isolation) -> None:
         self.program, self.setup, self.prelude = program, setup_code, prelude
         self.limits, self.isolation = limits, isolation
         self.deadline = time.monotonic() + limits.wall_seconds
         self.proc: SandboxProcess | None = None
-        self.slot = judge_slot if judge_slot is not None else JudgeSlot()
-        self.own_slot = judge_slot is None
+        self.judge: SandboxProcess | None = None
+        self.judge_ready = False
         self.names: list[str] = []
         self.stdout: list[str] = []
         self.stderr: list[str] = []
@@ -90,11 +82,9 @@ class _Run:
         return max(0.0, self.deadline - time.monotonic())
 
     def _spawn_judge(self) -> None:
-        if self.slot.proc is not None and self.slot.uses >= JudgeSlot.MAX_USES:
-            self.slot.close()
-        if self.slot.proc is None:
-            self.slot.proc = SandboxProcess("judge", {"setup": "", "prelude": ""}, self.limits, self.isolation)
-            self.slot.ready, self.slot.uses = False, 0
+        if self.judge is None:
+            self.judge = SandboxProcess("judge", {"setup": "", "prelude": ""}, self.limits, self.isolation)
+            self.judge_ready = False
 
     def ensure_program(self) -> None:
         self._spawn_judge()  # first, so both processes boot at the same time
@@ -103,17 +93,16 @@ class _Run:
                                        self.isolation)
             # Start-up (interpreter, confinement, module-level code) counts against the wall budget only.
             names = self.proc.start(self.left()).get("names")
-            self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+            self.names = [n for n in names if isinstance(n, str) and n.isidentifier()][:1000] \
+                if isinstance(names, list) else []
 
     def ensure_judge(self) -> SandboxProcess:
         self._spawn_judge()
-        judge = self.slot.proc
-        assert judge is not None
-        if not self.slot.ready:
-            judge.start(max(1.0, self.left()))
-            self.slot.ready = True
-        self.slot.uses += 1
-        return judge
+        assert self.judge is not None
+        if not self.judge_ready:
+            self.judge.start(self.left())
+            self.judge_ready = True
+        return self.judge
 
     def drop_program(self) -> None:
         if self.proc is not None:
@@ -123,10 +112,13 @@ class _Run:
             self.proc = None
 
     def drop_judge(self) -> None:
-        self.slot.close()
+        if self.judge is not None:
+            self.judge.close()
+        self.judge, self.judge_ready = None, False
 
     def relay(self, request: Any, test_deadline: float) -> dict[str, Any]:
-        """One call from the judge to the program; the judge learns if the program is gone."""
+        """One call from the judge to the program. What goes back is built here: the program's checked
+        value or exception, or (from the trainer only) that the program is gone."""
         if self.proc is None:
             return {"gone": "crashed", "reason": "program is gone"}
         timeout = min(self.limits.test_seconds, test_deadline - time.monotonic(), self.left())
@@ -134,10 +126,13 @@ class _Run:
             self.drop_program()
             return {"gone": "timed_out", "reason": "program time budget used up"}
         try:
-            return self.proc.call(request, timeout)
+            return self.proc.call({k: request[k] for k in CALL_KEYS if k in request}, timeout)
         except SandboxTimeout as exc:
             self.drop_program()
             return {"gone": "timed_out", "reason": str(exc)}
+        except ProtocolViolation as exc:
+            self.drop_program()
+            return {"gone": "crashed", "reason": f"protocol violation: {exc}"}
         except SandboxDied as exc:
             self.drop_program()
             return {"gone": "crashed", "reason": str(exc)}
@@ -147,11 +142,13 @@ class _Run:
         test_deadline = time.monotonic() + budget
         try:
             judge = self.ensure_judge()
-            judge.send({"test": test, "names": self.names, "setup": self.setup, "prelude": self.prelude})
+            judge.send({"test": test, "names": self.names, "setup": self.setup, "prelude": self.prelude},
+                       max(0.0, test_deadline - time.monotonic()) + 0.05)
             while True:
                 msg = judge.receive(max(0.0, test_deadline - time.monotonic()) + 0.05)
-                if "call" in msg:
-                    judge.send(self.relay(msg["call"], test_deadline))
+                if set(msg) == {"call"}:
+                    judge.send(self.relay(msg["call"], test_deadline),
+                               max(0.0, test_deadline - time.monotonic()) + 0.05)
                     continue
                 status, reason = _verdict(msg)
                 return TestOutcome(test, status, reason)
@@ -165,15 +162,14 @@ class _Run:
 
     def close(self) -> None:
         self.drop_program()
-        if self.own_slot:
-            self.drop_judge()
+        self.drop_judge()
 
 
 def _verdict(msg: dict[str, Any]) -> tuple[Status, str]:
     raw = msg.get("verdict")
-    if isinstance(raw, list) and len(raw) == 2 and raw[0] in STATUSES:
+    if set(msg) == {"verdict"} and isinstance(raw, list) and len(raw) == 2 and raw[0] in STATUSES:
         return raw[0], str(raw[1])[:400]
-    raise SandboxDied("garbled verdict from the judge")
+    raise ProtocolViolation("garbled verdict from the judge")
 
 
 def run_tests(
@@ -184,18 +180,22 @@ def run_tests(
     judge_prelude: str = "",
     limits: SandboxLimits | None = None,
     isolation: Isolation,
-    judge_slot: JudgeSlot | None = None,
 ) -> ProgramResult:
     """Run ``program`` once, then each test against it in a separate judge sandbox.
 
-    Raises :class:`SandboxError` when a confinement layer fails to apply (never runs the code unconfined).
+    Raises :class:`SandboxError` when a confinement layer fails to apply (never runs the code unconfined):
+    only the child's own setup, before any untrusted code ran, can report that. Once the wall budget is
+    spent the remaining tests time out at once, with nothing started for them.
     """
     limits = limits or SandboxLimits()
     started = time.monotonic()
-    run = _Run(program, setup_code, judge_prelude, limits, isolation, judge_slot)
+    run = _Run(program, setup_code, judge_prelude, limits, isolation)
     outcomes: list[TestOutcome] = []
     try:
         for i, test in enumerate(tests):
+            if run.left() <= 0:
+                outcomes.extend(TestOutcome(t, "timed_out", "program time budget used up") for t in tests[i:])
+                break
             try:
                 run.ensure_program()
             except (SandboxDied, SandboxTimeout) as exc:

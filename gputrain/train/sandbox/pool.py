@@ -14,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from gputrain.errors import SandboxError
 from gputrain.train.sandbox.config import SandboxLimits
-from gputrain.train.sandbox.judge import JudgeSlot, ProgramResult, run_tests
+from gputrain.train.sandbox.judge import ProgramResult, TestOutcome, run_tests
 from gputrain.train.sandbox.probe import require_isolation
 from gputrain.train.sandbox.process import Isolation
 
@@ -53,14 +55,9 @@ class SandboxPool:
         base = UID_BASE + (os.getpid() % 4096) * SLOTS_PER_POOL
         count = min(self.workers, SLOTS_PER_POOL)
         self.uids = tuple(base + slot for slot in range(count)) if self.isolation.uid is not None else ()
-        self._slots: queue.Queue[tuple[int | None, JudgeSlot]] = queue.Queue()
-        self._judges = [JudgeSlot() for _ in range(count)]
-        for uid, judge in zip(self.uids or [None] * count, self._judges, strict=True):
-            self._slots.put((uid, judge))
-
-    def judge_pids(self) -> list[int]:
-        """The kept judge processes (each runs only dataset code; they end when the trainer does)."""
-        return [j.proc.proc.pid for j in self._judges if j.proc is not None]
+        self._slots: queue.Queue[int | None] = queue.Queue()
+        for uid in self.uids or [None] * count:
+            self._slots.put(uid)
 
     def describe(self) -> dict[str, object]:
         """What goes into the run's log and ``result.json``."""
@@ -72,14 +69,24 @@ class SandboxPool:
         return dataclasses.replace(self.isolation, uid=uid, gid=uid)
 
     def run(self, job: Job) -> ProgramResult:
-        uid, judge = self._slots.get()
+        """One program's result. Whatever its bytes make go wrong costs that program only: an error other
+        than a sandbox that could not be built (:class:`SandboxError`, which stops the run) becomes a crash
+        of each of its tests, never an exception out of the batch."""
+        uid = self._slots.get()
         try:
             return run_tests(
                 job.program, list(job.tests), setup_code=job.setup_code, judge_prelude=job.judge_prelude,
-                limits=self.limits, isolation=self._isolation(uid), judge_slot=judge,
+                limits=self.limits, isolation=self._isolation(uid),
             )
+        except SandboxError:
+            raise
+        except Exception as exc:
+            reason = f"scoring failed: {type(exc).__name__}: {exc}"[:300]
+            warnings.warn(f"sandbox: {reason}", RuntimeWarning, stacklevel=1)
+            return ProgramResult(tuple(TestOutcome(t, "crashed", reason) for t in job.tests),
+                                 isolation=self.isolation.level)
         finally:
-            self._slots.put((uid, judge))
+            self._slots.put(uid)
 
     def map(self, jobs: Sequence[Job]) -> list[ProgramResult]:
         """Results in the order of ``jobs``."""

@@ -12,7 +12,11 @@ Levels, strongest first (the first that works wins):
 - ``uid`` (root, none of the above): a dedicated uid and rlimits. Weak: the network is open.
 - ``rlimits``: resource limits only. Weak: the program can read your files and open connections.
 
-Seccomp is added on top of the namespace levels where available. A weak level is never used
+Seccomp is added on top of the namespace levels where available. A level is *kept*: where the kernel
+offers a namespace level (a bare ``unshare`` with the same flags works) but our sandbox cannot be built
+on it, that is a fault to fix, not a reason to score under a weaker level: :func:`choose_isolation` raises
+:class:`SandboxError` naming the cause (``GPUTRAIN_SANDBOX_DISABLE=<level>`` picks the weaker level on
+purpose). Only a level the kernel does not offer falls through to the next. A weak level is never used
 silently: :func:`require_isolation` refuses with one line unless ``GPUTRAIN_SANDBOX_ALLOW_WEAK=1``.
 ``GPUTRAIN_SANDBOX_DISABLE=userns,landlock,...`` switches layers off (tests use it to prove the refusal
 and each fallback; it can only weaken the sandbox, never strengthen a claim).
@@ -108,6 +112,23 @@ def _works(isolation: Isolation) -> str:
             proc.close()
 
 
+def _kernel_offers(level: str) -> bool:
+    """Whether a bare ``unshare`` with the level's namespaces runs here (no sandbox of ours involved)."""
+    import shutil
+    import subprocess
+
+    from gputrain.train.sandbox.process import UNSHARE
+
+    tool = shutil.which("unshare")
+    if tool is None:
+        return False
+    flags = [f for f in UNSHARE[level] if f != "--kill-child"]
+    try:
+        return subprocess.run([tool, *flags, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 @functools.lru_cache(maxsize=1)
 def choose_isolation() -> Choice:
     """Try each level, strongest first, with a real confined run; the first that works wins."""
@@ -139,6 +160,10 @@ def choose_isolation() -> Choice:
         why = _works(isolation)
         if not why:
             return Choice(isolation, tuple(missing))
+        if _kernel_offers(name):
+            raise SandboxError(
+                f"the '{name}' sandbox could not be built although this kernel offers it: {why}; refusing to "
+                f"score under a weaker level by accident (set {DISABLE_ENV}={name} to choose one on purpose)")
         missing.append(f"{'user namespaces' if name == 'userns' else 'namespaces'}: {why}")
     if not (ll_ok and sc_ok):
         missing += [w for w in (ll_why, sc_why) if w]
@@ -151,7 +176,9 @@ def choose_isolation() -> Choice:
         why = _works(isolation)
         if not why:
             return Choice(isolation, tuple(missing))
-        missing.append(f"landlock: {why}")
+        raise SandboxError(
+            f"the 'landlock' sandbox could not be built although this kernel offers it: {why}; refusing to "
+            f"score under a weaker level by accident (set {DISABLE_ENV}=landlock to choose one on purpose)")
     if root and reachable:
         return Choice(Isolation("uid", ("uid", *extra, "subreaper", "rlimits"), uid, uid, paths, libs), tuple(missing))
     weakest = Isolation("rlimits", (*extra, "subreaper", "rlimits"), binding_paths=paths, libraries=libs)

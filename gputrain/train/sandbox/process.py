@@ -10,12 +10,20 @@ the bootstrap (``runner.py`` and its stdlib-only siblings), never from site-pack
 
 Output is read by two threads that never block for long and capped; going over the cap kills the program.
 Closing never waits on a pipe a stray process might hold: readers stop on a flag, descriptors are closed.
+
+Every byte that comes back is hostile data (the program's code shares its process with the code that
+answers, and can write to the pipe or replace the serializer). So every write to the child and every read
+from it has a deadline, a setup error counts only before the child said it is confined (before any
+untrusted code ran), and a call's reply must answer the request in flight (its nonce) with a value or an
+exception and nothing else: anything else is a :class:`ProtocolViolation`, that program's failure.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -27,7 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputrain.train.sandbox.config import SandboxLimits, count_tasks, interpreter, minimal_env, read_only_paths
+from gputrain.train.sandbox.config import (
+    SandboxLimits,
+    count_tasks,
+    hidden_paths,
+    interpreter,
+    landlock_read_paths,
+    minimal_env,
+    read_only_paths,
+)
 
 MAX_REPLY_BYTES = 4 << 20
 HERE = Path(__file__).resolve().parent
@@ -41,23 +57,44 @@ UNSHARE = {
 }
 
 
-def _bootstrap() -> str:
-    lines = ["import sys, types"]
-    for name, filename in CHILD_MODULES:
-        source = (HERE / filename).read_text(encoding="utf-8")
-        lines.append(f"m = types.ModuleType({name!r}); sys.modules[{name!r}] = m")
-        lines.append(f"exec(compile({source!r}, {filename!r}, 'exec'), m.__dict__)")
-    runner = (HERE / "runner.py").read_text(encoding="utf-8")
-    lines.append(f"exec(compile({runner!r}, 'runner.py', 'exec'), {{'__name__': '__main__'}})")
-    return "\n".join(lines)
+def _child_code() -> bytes:
+    """The child's modules compiled once here (same interpreter binary, so the same bytecode), sent down
+    the request pipe at each start: the child loads them with ``marshal`` instead of compiling ~1000 lines."""
+    modules = [(name, compile((HERE / filename).read_text(encoding="utf-8"), filename, "exec", optimize=2))
+               for name, filename in (*CHILD_MODULES, ("__main__", "runner.py"))]
+    blob = marshal.dumps(modules)
+    return len(blob).to_bytes(8, "big") + blob
 
 
-BOOTSTRAP = _bootstrap()
+#: Reads the length-prefixed module list from the request pipe (argv[1]), then runs the runner as __main__.
+BOOTSTRAP = """import marshal, os, sys, types
+fd = int(sys.argv[1])
+def _take(n):
+    out = bytearray()
+    while len(out) < n:
+        chunk = os.read(fd, n - len(out))
+        if not chunk:
+            os._exit(3)
+        out += chunk
+    return bytes(out)
+for name, code in marshal.loads(_take(int.from_bytes(_take(8), "big"))):
+    if name == "__main__":
+        exec(code, {"__name__": "__main__"})
+    else:
+        m = types.ModuleType(name)
+        sys.modules[name] = m
+        exec(code, m.__dict__)
+"""
+CHILD_CODE = _child_code()
 
 
 class SandboxDied(BaseException):
     """The process ended (crash, ``os._exit``, killed by a limit). BaseException: tests' ``except
     Exception`` must not swallow it."""
+
+
+class ProtocolViolation(SandboxDied):
+    """The child wrote something that is not a well-formed answer to the request in flight."""
 
 
 class SandboxTimeout(BaseException):
@@ -116,10 +153,12 @@ class SandboxProcess:
         self.limits = limits
         self.isolation = isolation
         self.exit_note: int | None = None
+        self.exit_why = ""
         self.output_exceeded = False
         self._out: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._buffer = b""
         self._closed = False
+        self._confined = False
         self._stop = threading.Event()
         level = isolation.level
         self.workdir = tempfile.mkdtemp(prefix="gputrain-sbx-")
@@ -129,6 +168,7 @@ class SandboxProcess:
         os.chmod(self.workdir, 0o700)
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
+        os.set_blocking(self._to_child, False)  # every write has a deadline (see send)
         cmd = [interpreter(), "-I", "-S", "-c", BOOTSTRAP, str(to_child_r), str(from_child_w)]
         if namespaced:
             cmd = [shutil.which("unshare") or "unshare", *UNSHARE[level], *cmd]
@@ -163,10 +203,12 @@ class SandboxProcess:
            "limits": limits.as_dict(), "nproc": nproc,
             "uid": isolation.uid if level != "userns" else None, "gid": isolation.gid,
             "tmpfs_mb": limits.tmpfs_mb, "stage": self.workdir, "workdir": child_dir,
-            "writable": child_dir, "read_only": read_only_paths(),
+            "writable": child_dir, "hidden": hidden_paths(),
+            "read_only": landlock_read_paths() if level == "landlock" else read_only_paths(),
         }
         try:
-            self.send(cfg)
+            self._write(CHILD_CODE, 10.0)
+            self.send(cfg, 10.0)
         except BaseException:
             self.close()  # the child died before reading its settings: leave nothing behind
             raise
@@ -193,20 +235,33 @@ class SandboxProcess:
     def output(self, name: str) -> str:
         return bytes(self._out[name]).decode("utf-8", errors="replace")
 
-    def send(self, msg: dict[str, Any]) -> None:
-        data = (json.dumps(msg) + "\n").encode()
+    def send(self, msg: dict[str, Any], timeout: float) -> None:
+        """Write one line, or raise :class:`SandboxTimeout` when the child has not taken it in ``timeout``
+        (a program that stops reading must not hold the trainer in a write)."""
+        self._write((json.dumps(msg) + "\n").encode(), timeout)
+
+    def _write(self, data: bytes, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         try:
             while data:
-                data = data[os.write(self._to_child, data):]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SandboxTimeout(f"the sandbox did not read its request within {timeout:.1f}s")
+                _, ready, _ = select.select([], [self._to_child], [], left)
+                if ready:
+                    try:
+                        data = data[os.write(self._to_child, data):]
+                    except BlockingIOError:
+                        continue
         except OSError as exc:
             raise SandboxDied(self._death_reason()) from exc
 
-    def receive(self, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
+    def _line(self, deadline: float) -> dict[str, Any]:
+        """The next line from the child as a JSON object (any other shape kills the exchange)."""
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SandboxTimeout(f"no answer within {timeout:.1f}s")
+                raise SandboxTimeout("no answer in time")
             ready, _, _ = select.select([self._from_child], [], [], left)
             if not ready:
                 continue
@@ -215,24 +270,48 @@ class SandboxProcess:
                 raise SandboxDied(self._death_reason())
             self._buffer += chunk
             if len(self._buffer) > MAX_REPLY_BYTES:
-                raise SandboxDied("reply larger than the limit")
+                raise ProtocolViolation("reply larger than the limit")
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             msg = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            raise SandboxDied("garbled reply on the control pipe") from exc
+            raise ProtocolViolation("garbled reply on the control pipe") from exc
         if not isinstance(msg, dict):
-            raise SandboxDied("garbled reply on the control pipe")
-        if "setup_error" in msg:
-            raise SandboxSetupFailed(f"sandbox ({self.isolation.level}) could not be set up: {msg['setup_error']}")
-        if "exit" in msg:
-            self.exit_note = msg["exit"] if isinstance(msg["exit"], int) else None
-            raise SandboxDied(self._death_reason())
+            raise ProtocolViolation("garbled reply on the control pipe")
         return msg
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        """The next message after confinement. A setup error is believed only before the child said it is
+        confined (no untrusted code has run by then); after that it is the program's forgery. The
+        supervisor's exit note ends the exchange (a forged one only ends the program early)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self._line(deadline)
+            except SandboxTimeout:
+                raise SandboxTimeout(f"no answer within {timeout:.1f}s") from None
+            if not self._confined:
+                if "setup_error" in msg:
+                    raise SandboxSetupFailed(
+                        f"sandbox ({self.isolation.level}) could not be set up: {str(msg['setup_error'])[:300]}")
+                if msg == {"confined": True}:
+                    self._confined = True
+                    continue
+                if "exit" not in msg:
+                    raise ProtocolViolation("message before confinement")
+            if "exit" in msg:
+                self.exit_note = msg["exit"] if type(msg["exit"]) is int else None
+                self.exit_why = str(msg.get("why", ""))[:80]
+                raise SandboxDied(self._death_reason())
+            if "setup_error" in msg or "confined" in msg:
+                raise ProtocolViolation("a setup message after confinement")
+            return msg
 
     def _death_reason(self) -> str:
         if self.output_exceeded:
             return f"output over {self.limits.output_bytes} bytes"
+        if self.exit_why:
+            return self.exit_why
         code = self.exit_note
         if code is None:
             try:
@@ -248,15 +327,30 @@ class SandboxProcess:
         return f"program exited with status {code}"
 
     def start(self, timeout: float) -> dict[str, Any]:
-        """Wait for the ready message (a program's carries the callables it defined)."""
+        """Wait for the ready message: ``{"ready": true, "names": [...]}`` or ``{"ready": false, "error"}``."""
         msg = self.receive(timeout)
-        if not msg.get("ready"):
-            raise SandboxDied(f"program failed to load: {msg.get('error', 'unknown')}")
-        return msg
+        if msg.get("ready") is True and set(msg) <= {"ready", "names"}:
+            return msg
+        if msg.get("ready") is False and set(msg) == {"ready", "error"}:
+            raise SandboxDied(f"program failed to load: {str(msg['error'])[:300]}")
+        raise ProtocolViolation("malformed ready message")
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        self.send(request)
-        return self.receive(timeout)
+        """One request to a program and its reply, checked: ``{"value": v}`` or ``{"error": str, "type": str}``
+        answering this request's nonce, or :class:`ProtocolViolation`. The caller gets a new dict holding only
+        those fields, never the child's own object."""
+        deadline = time.monotonic() + timeout
+        nonce = secrets.token_hex(8)
+        self.send({**request, "id": nonce}, timeout)
+        msg = self.receive(max(0.0, deadline - time.monotonic()))
+        if msg.get("id") != nonce:
+            raise ProtocolViolation("a reply to no request in flight")
+        keys = set(msg) - {"id"}
+        if keys == {"value"}:
+            return {"value": msg["value"]}
+        if keys == {"error", "type"} and type(msg["error"]) is str and type(msg["type"]) is str:
+            return {"error": msg["error"][:300], "type": msg["type"][:80]}
+        raise ProtocolViolation("a reply that is neither a value nor an exception")
 
     def kill(self) -> None:
         """Kill the process and everything it started (see the module docstring)."""

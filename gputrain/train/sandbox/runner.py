@@ -20,6 +20,8 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import select
+import signal
 import sys
 from typing import Any
 
@@ -83,6 +85,7 @@ def serve_program(cfg: dict[str, Any], rin: Any, out_fd: int) -> None:
     send({"ready": True, "names": names})
     for line in rin:
         req = json.loads(line)
+        nonce = req.pop("id", None)
         try:
             method = req.get("method")
             target = getattr(handles[req["handle"]], method) if method else namespace[req["name"]]
@@ -93,7 +96,7 @@ def serve_program(cfg: dict[str, Any], rin: Any, out_fd: int) -> None:
         except BaseException as exc:
             reply = {"error": _describe(exc), "type": type(exc).__name__}
         _flush()
-        send(reply)
+        send({**reply, "id": nonce})
 
 
 def serve_judge(cfg: dict[str, Any], rin: Any, out_fd: int) -> None:
@@ -157,12 +160,50 @@ def reap_orphans() -> None:
                 break
 
 
-def supervise(cfg: dict[str, Any], child: int, out_fd: int) -> None:
-    """The parent after the fork: wait for the worker, report how it ended, then let nothing outlive it."""
+def supervise(cfg: dict[str, Any], child: int, in_fd: int, out_fd: int) -> None:
+    """The parent after the fork: wait for the worker, report how it ended, then let nothing outlive it.
+
+    It also ends the worker (and, being the PID namespace's init or the child subreaper, everything the
+    worker started) when the trainer is gone: the trainer holds the only write end of ``in_fd``, so a
+    hang-up there means it died, even by SIGKILL. At the Landlock level (no tmpfs) it enforces the
+    writable folder's size: every write there wakes it, and going over ``tmpfs_mb`` kills the worker."""
     if cfg["level"] in NAMESPACE_LEVELS:
         confine.drop(cfg)
+    try:
+        pidfd = os.pidfd_open(child)
+    except (AttributeError, OSError):  # kernel < 5.3: look every 50 ms instead
+        pidfd = -1
+    poller = select.poll()
+    if pidfd >= 0:
+        poller.register(pidfd, select.POLLIN)
+    poller.register(in_fd, 0)  # only POLLHUP/POLLERR: the worker reads the requests, not us
+    watch = confine.watch_folder(cfg["writable"]) if cfg["level"] == "landlock" else -1
+    if watch >= 0:
+        poller.register(watch, select.POLLIN)
+    limit = cfg["tmpfs_mb"] * 1024 * 1024
+    why = ""
+    while not why:
+        events = dict(poller.poll(None if pidfd >= 0 else 50))
+        if pidfd in events or (pidfd < 0 and os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG | os.WNOWAIT)):
+            break
+        if in_fd in events:
+            why = "trainer gone"
+        elif watch in events:
+            try:
+                while os.read(watch, 65536):
+                    pass
+            except BlockingIOError:
+                pass
+            if confine.folder_bytes(cfg["writable"]) > limit:
+                why = f"temp folder over {cfg['tmpfs_mb']} MB"
+    if why:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(child, signal.SIGKILL)
+            except OSError:
+                pass
     _, status = os.waitpid(child, 0)
-    note = json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n"
+    note = json.dumps({"exit": os.waitstatus_to_exitcode(status), **({"why": why} if why else {})}) + "\n"
     try:
         os.write(out_fd, note.encode())
     except OSError:
@@ -188,8 +229,7 @@ def main() -> None:
         os._exit(0)
     pid = os.fork()
     if pid:
-        rin.close()
-        supervise(cfg, pid, out_fd)
+        supervise(cfg, pid, in_fd, out_fd)
     os.setpgid(0, 0)  # its own group: kill(0, ...) from the program never reaches the supervisor
     os.chdir(cfg["workdir"])
     try:
@@ -197,6 +237,8 @@ def main() -> None:
     except Exception as exc:
         send({"setup_error": _describe(exc)})
         os._exit(0)
+    # From here on untrusted code runs: the trainer believes no setup error after this line.
+    send({"confined": True})
     if cfg["mode"] == "judge":
         serve_judge(cfg, rin, out_fd)
     else:
