@@ -47,6 +47,7 @@ class LocalBackend(Backend):
     def __init__(self, registry: JobRegistry | None = None, *, attached: bool = False) -> None:
         self.registry = registry or JobRegistry()
         self.attached = attached
+        self.interrupted_by: str | None = None  # SIGINT/SIGTERM that stopped a foreground run
 
     def prepare(self, plan: JobPlan, *, logs_dir: Path) -> Submission:
         """Write the job folder and the registry record (state PENDING); start nothing."""
@@ -195,7 +196,8 @@ class LocalBackend(Backend):
                 nonlocal cancelled
                 if signum in (signal.SIGINT, signal.SIGTERM) and not cancelled:
                     cancelled = True  # Ctrl-C of a foreground run, or the supervisor told to stop
-                    jobstate.write_cancel_marker(job_dir, signal.Signals(signum).name)
+                    self.interrupted_by = signal.Signals(signum).name
+                    jobstate.write_cancel_marker(job_dir, self.interrupted_by)
                 try:
                     os.killpg(proc.pid, signal.SIGTERM if signum == signal.SIGINT else signum)
                 except ProcessLookupError:
@@ -215,8 +217,8 @@ class LocalBackend(Backend):
                 for s, handler in previous.items():
                     signal.signal(s, handler)
         cancelled = cancelled or self._cancel_requested(sub.job_id)
-        if cancelled:
-            jobstate.write_cancel_marker(job_dir, "gputrain cancel")  # already there unless the cancel raced
+        if cancelled and not (job_dir / jobstate.CANCELLED_MARKER).is_file():  # the cancel raced the start
+            jobstate.write_cancel_marker(job_dir, "gputrain cancel")
         ending = jobstate.end_state(rc, jobstate.markers_in(job_dir), jobstate.BackendFacts(user_cancelled=cancelled))
         self._summarize(job_dir, rc)  # first: a final registry state means the summary is there
         self.registry.update(sub.job_id, state=ending.state, exit_code=rc, extra={"reason": ending.reason})

@@ -77,6 +77,9 @@ def run(
     if summary.is_file():
         print(summary.read_text(encoding="utf-8"), end="")
     rec = backend.registry.get(sub.job_id)
+    if getattr(backend, "interrupted_by", None) == "SIGINT":  # Ctrl-C: the job is cancelled, exit 130
+        print(f"job {sub.job_id} {rec.state} (Ctrl-C); folder {sub.job_dir}", file=sys.stderr)
+        raise typer.Exit(130)
     if rc != 0:
         raise JobFailedError(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")
     print(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")

@@ -23,6 +23,7 @@ from typing import Any, NoReturn, TypeVar
 import torch
 from pydantic import BaseModel
 
+from gputrain.contract.jobstate import CANCELLED_MARKER
 from gputrain.contract.plan import JobPlan, load_job_plan
 from gputrain.errors import GputrainError
 from gputrain.recipe.schema import Recipe
@@ -204,12 +205,17 @@ class RunContext:
         rdist.barrier()
 
     def exit_for_requeue(self, step: int, state: dict[str, Any], rank_state: Any = None) -> NoReturn:
-        """Checkpoint on all ranks, write PREEMPTED (rank 0), close, exit 75 so the job gets requeued."""
+        """Checkpoint on all ranks, write PREEMPTED (rank 0), close, exit 75 so the job gets requeued.
+
+        A job its user cancelled (the launcher wrote CANCELLED before its signal) is checkpointed too, but
+        gets no PREEMPTED beside its CANCELLED: one end-state marker per job folder, and no requeue."""
         self.print0(f"[runtime] stop requested ({self.preemption.signal_name or 'peer'}): saving step {step}")
         started = time.monotonic()
         self.checkpoints.save(step, state, rank_state=rank_state, wait=True)  # on the shared disk before exit
         seconds = time.monotonic() - started
-        if self.is_main:
+        if (self.job_dir / CANCELLED_MARKER).is_file():
+            self.print0(f"[runtime] cancelled at step {step}: checkpoint saved in {seconds:.1f}s")
+        elif self.is_main:
             info = {"step": step, "signal": self.preemption.signal_name or "peer",
                     "cause": self.preemption.cause or "signal", "save_seconds": round(seconds, 3),
                     "time": time.time()}
