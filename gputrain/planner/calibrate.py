@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from gputrain.contract.estimate import Calibration, Estimate
 from gputrain.contract.hardware import GPUFacts
 from gputrain.errors import GputrainError
+from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 from gputrain.registry.measured import MeasuredRun
 
@@ -38,7 +39,7 @@ def fingerprint(recipe: Recipe, gpu: str, world: int, precision: str) -> dict[st
         "batch_size": train.batch_size, "grad_accum": train.grad_accum,
         "gradient_checkpointing": train.gradient_checkpointing, "compile": train.compile,
         "vllm_share": recipe.memory.vllm_gpu_memory_utilization,
-        "train_size": recipe.data.train_size if recipe.entrypoint == "gnn_coloring" else None,
+        "train_size": recipe.data.train_size if entrypoint_of(recipe.entrypoint).workload == "gnn" else None,
     }
     out.update({k: algo[k] for k in _ALGORITHM_COST_FIELDS if k in algo})
     return out

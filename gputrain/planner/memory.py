@@ -26,10 +26,11 @@ from gputrain.planner.workload_dense import _graph_shape, diffusion_tokens
 from gputrain.planner.workload_rl import rl_shape
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.entrypoints import ENTRYPOINTS, entrypoint_of
 from gputrain.recipe.schema import Recipe
 
 GIB = physics.GIB
-RL_ENTRYPOINTS = ("grpo_code", "grpo_math", "gdpo")
+RL_ENTRYPOINTS = tuple(name for name, row in ENTRYPOINTS.items() if row.workload == "rl")
 
 
 def _term(name: str, nbytes: float, knob: str = "", *, phase: str = "persistent", batch: bool = False,
@@ -56,14 +57,14 @@ def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
                                note="half copies cached by autocast"))
     if recipe.entrypoint in RL_ENTRYPOINTS:
         terms += _rl_terms(recipe, hw, params, fsdp, half)
-    elif recipe.entrypoint == "gnn_coloring":
+    elif entrypoint_of(recipe.entrypoint).workload == "gnn":
         algo = recipe.algorithm
         assert isinstance(algo, GNNColoringAlgorithm)
         nodes, _ = _graph_shape(algo)
         terms.append(_term("activations", b * nodes * (model.hidden_size or 64) * (model.num_layers or 1) * 12 * 4,
                            "train.batch_size", phase="train", batch=True, note="~12 fp32 values per node, layer"))
     elif model.hidden_size and model.num_layers and (model.seq_len or recipe.estimate.tokens_per_sample):
-        fed, loss_tokens = (diffusion_tokens(recipe) if recipe.entrypoint in ("bd3lm", "hdp")
+        fed, loss_tokens = (diffusion_tokens(recipe) if entrypoint_of(recipe.entrypoint).workload == "diffusion"
                             else (recipe.estimate.tokens_per_sample or model.seq_len or 0, model.seq_len or 0))
         terms.append(_activation_term(recipe, hw, fed, b))
         if model.vocab_size:
