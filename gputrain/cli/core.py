@@ -62,12 +62,6 @@ def resume_source(ref: str) -> Path:
     return folder
 
 
-def register(app: typer.Typer) -> None:
-    """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
-    for command in (recipes, gpus, plan, validate, schema):
-        app.command(command.__name__)(command)
-
-
 def recipes(
     copy: Annotated[str | None, typer.Option("--copy", help="copy this bundled recipe here to edit it")] = None,
     json_: JsonOpt = False,

@@ -22,11 +22,6 @@ if TYPE_CHECKING:
     from gputrain.backends.base import Submission
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``run`` to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
-    app.command("run")(run)
-
-
 def run(
     recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")],
     gpu: GpuOpt = None,

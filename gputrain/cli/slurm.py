@@ -26,12 +26,6 @@ if TYPE_CHECKING:
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
 
 
-def register(app: typer.Typer) -> None:
-    """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
-    for command in (submit, clusters):
-        app.command(command.__name__)(command)
-
-
 def submit(
     recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")],
     cluster: Annotated[str | None, typer.Option("--cluster", help="cluster profile ($GPUTRAIN_CLUSTER)")] = None,

@@ -165,21 +165,6 @@ def _load_parent(target: Path, seen: tuple[Path, ...], here: Location) -> Recipe
     return base
 
 
-def extends_chain(path: str | Path) -> list[Path]:
-    """The recipe file and the files it ``extends:``, nearest first: everything a plan of it reads.
-
-    Call it on a recipe that :func:`load_source` accepted (it repeats that walk without the checks).
-    """
-    chain = [Path(path)]
-    while len(chain) <= MAX_EXTENDS:
-        data, _ = parse_yaml(chain[-1].read_text(encoding="utf-8"), str(chain[-1]))
-        parent = data.get("extends") if isinstance(data, dict) else None
-        if not isinstance(parent, str):
-            break
-        chain.append(chain[-1].parent / parent)
-    return chain
-
-
 def apply_overrides(source: RecipeSource, overrides: Iterable[str]) -> RecipeSource:
     """Apply ``--set a.b=value`` overrides; values are parsed as YAML, strings kept for string fields."""
     data = source.data

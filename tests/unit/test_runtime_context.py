@@ -39,8 +39,11 @@ def test_missing_or_foreign_plan_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(GputrainError, match="not a gputrain plan"):
         setup_run(["--plan", str(tmp_path / "x.json")])
     (tmp_path / "old.json").write_text(json.dumps({"config": {"train": {"batch_size": 4}}}))
-    with pytest.raises(GputrainError, match=f"schema version 0 .* reads version {SCHEMA_VERSION}"):
+    with pytest.raises(GputrainError, match="not a gputrain plan"):
         setup_run(["--plan", str(tmp_path / "old.json")])
+    (tmp_path / "next.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
+    with pytest.raises(GputrainError, match=f"schema version {SCHEMA_VERSION + 1}.* reads version {SCHEMA_VERSION}"):
+        setup_run(["--plan", str(tmp_path / "next.json")])
 
 
 def test_context_reads_the_typed_plan_and_defaults_job_dir_to_plan_folder(tmp_path: Path) -> None:

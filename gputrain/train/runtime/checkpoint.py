@@ -65,10 +65,6 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    write_atomic(path, text)
-
-
 def unwrap(module: Any) -> Any:
     """The bare module behind DDP (``.module``) and torch.compile (``._orig_mod``)."""
     while True:
@@ -237,7 +233,7 @@ class CheckpointManager:
         final = self.root / f"{_PREFIX}{step:08d}"
         if self.rank == 0:
             meta = {"step": step, "world_size": self.world_size, "time": time.time()}
-            atomic_write_text(tmp / "meta.json", json.dumps(meta) + "\n")
+            write_atomic(tmp / "meta.json", json.dumps(meta) + "\n")
             _fsync_dir(tmp)
             old = self.root / f"{_OLD}{final.name}"
             if final.exists():
