@@ -63,6 +63,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = group_of.get(item.path.stem)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if "integration" in item.path.parts:  # real torchrun, sshd, Slurm, pip: seconds each on 2 cores
+            item.add_marker(pytest.mark.slow)
     keep, drop = [], []
     for item in items:
         why = _optional_missing(item)

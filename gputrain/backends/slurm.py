@@ -99,9 +99,10 @@ class PreparedJob:
 
 def prepare_job(
     plan: JobPlan, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None,
-    options: SubmitOptions | None = None, array: tuple[int, int | None] | None = None,
+    options: SubmitOptions | None = None, array: tuple[int, int | None] | None = None, dry_run: bool = False,
 ) -> PreparedJob:
-    """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
+    """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit). A dry
+    run's script names its own folder (:func:`dry_run_dir`), so a plain ``sbatch`` of it runs there."""
     import yaml
 
     from gputrain.render.sbatch import SbatchInputs, render_sbatch
@@ -113,6 +114,10 @@ def prepare_job(
         from dataclasses import replace
 
         inputs = replace(inputs, array=array)
+    elif dry_run:
+        from dataclasses import replace
+
+        inputs = replace(inputs, job_dir=str(dry_run_dir(logs_dir, plan.recipe.name, STAMP_MARK)))
     files = {
         "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
@@ -131,6 +136,11 @@ class _Prepared(JobRequest):
     """A request already rendered (:meth:`SlurmBackend.submit_all` renders every point first)."""
 
     job: PreparedJob | None = None
+
+
+def dry_run_dir(logs_dir: Path, recipe: str, stamp: str) -> Path:
+    """A dry run's job folder: no job id yet, so its script names this folder itself."""
+    return Path(logs_dir) / f"{recipe}_job_dryrun_{stamp}"
 
 
 class SlurmBackend(Backend):
@@ -157,7 +167,7 @@ class SlurmBackend(Backend):
 
     def _prepare(self, request: JobRequest, array: tuple[int, int | None] | None = None) -> PreparedJob:
         job = prepare_job(request.plan, logs_dir=request.logs_dir, debug=self.debug, sweep=list(request.sweep),
-                          options=self.options, array=array)
+                          options=self.options, array=array, dry_run=request.dry_run)
         if request.resume_from is not None:
             from dataclasses import replace
 
@@ -187,12 +197,14 @@ class SlurmBackend(Backend):
         script = files["job.sbatch"]
         logs_dir = Path(job.logs_dir)
         if dry_run:
-            job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}"
+            job_dir = dry_run_dir(logs_dir, job.recipe, stamp)
             for n in range(2, 10_000):  # several dry runs in one second (a sweep): never overwrite one
                 if not job_dir.exists():
                     break
-                job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}-{n}"
+                files = job.stamped(f"{stamp}-{n}")  # the script names its folder through the stamp
+                job_dir = dry_run_dir(logs_dir, job.recipe, f"{stamp}-{n}")
             self._write_folder(job_dir, files)
+            script = files["job.sbatch"]
             return Submission(job_id="dry-run", job_dir=job_dir, script=script, dry_run=True)
 
         if shutil.which("sbatch") is None:

@@ -167,7 +167,9 @@ def _print_submissions(subs: list[Submission], view: JobView, *, dry_run: bool, 
         if array:
             print(f"  {sub.job_id}  {point}  {sub.job_dir}")
         elif dry_run:
-            print(f"dry run: wrote {sub.job_dir} ({where})")
+            script = sub.job_dir / "job.sbatch"
+            after = f"; `sbatch {script}` runs it in that folder" if script.is_file() else ""
+            print(f"dry run: wrote {sub.job_dir} ({where}){after}")
         else:
             print(f"submitted job {sub.job_id} ({view.recipe}, {where})")
             print(f"job folder: {sub.job_dir}")
