@@ -61,6 +61,8 @@ class UserError(GputrainError):
 class RecipeError(UserError):
     """A recipe (or an override) is malformed; the message starts with ``file:line:col``."""
 
+    lines: tuple[str, ...] = ()  # every problem found, one line each (the message names the first), when known
+
 
 class PlanFileError(UserError):
     """A ``plan.json`` that is missing, not a plan, of another schema version, or invalid."""

@@ -27,6 +27,17 @@ def require_tool(name: str) -> str:
 
 _DESELECTED: list[str] = []
 
+#: Test modules that share one outside service run in one xdist group (one worker, in file order) under
+#: ``pytest -n 2 --dist loadgroup``: the Slurm testbed (one controller, one queue, jobs that wait for each
+#: other's nodes) and the loopback sshd of the RunPod fake (a port picked free, then bound by sshd: two at once
+#: could race for it). Every other test is independent: its own tmp_path, registry home (``_private_home``),
+#: standalone torchrun rendezvous on a free port, HTTP fakes on port 0.
+SERIAL_GROUPS = {
+    "slurm_testbed": ("test_cli_exit_codes", "test_cluster_gpus", "test_offline_cluster", "test_slurm_causes",
+                      "test_slurm_gnn", "test_slurm_testbed"),
+    "loopback_sshd": ("test_runpod_ssh", "test_runpod_survive", "test_runpod_up"),
+}
+
 
 def _optional_missing(item: pytest.Item) -> str | None:
     """Why an ``optional`` test cannot run here: a library outside the extras CI installs, or a secret or
@@ -47,6 +58,13 @@ def _optional_missing(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``optional`` tests whose library or secret is absent are deselected, not skipped: nothing that CI is
     meant to run is ever skipped there, and the summary says what was left out and why."""
+    group_of = {module: group for group, modules in SERIAL_GROUPS.items() for module in modules}
+    for item in items:
+        group = group_of.get(item.path.stem)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if "integration" in item.path.parts:  # real torchrun, sshd, Slurm, pip: seconds each on 2 cores
+            item.add_marker(pytest.mark.slow)
     keep, drop = [], []
     for item in items:
         why = _optional_missing(item)
@@ -61,6 +79,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _DESELECTED:
         terminalreporter.write_line(f"deselected (optional): {line}")
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own ``$GPUTRAIN_HOME`` (registry, pod keys), so tests never share the user's, nor
+    each other's when run in parallel; a test that sets its own overrides this one."""
+    monkeypatch.setenv("GPUTRAIN_HOME", str(tmp_path_factory.mktemp("gputrain-home")))
 
 
 @pytest.fixture

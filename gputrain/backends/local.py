@@ -25,7 +25,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING
 
 from gputrain.atomic import write_atomic
-from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.backends.base import LOG_FILE, Backend, JobRequest, JobStatus, Submission
 from gputrain.backends.processes import alive, end_tree
 from gputrain.contract import jobstate
 from gputrain.errors import GputrainError
@@ -34,15 +34,20 @@ from gputrain.registry.store import JobRecord, JobRegistry
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
 
-LOG_FILE = "training_output.log"
 RECORD_WAIT_S = 30.0  # how long `cancel` waits for the supervisor to record the end state
 
 
 class LocalBackend(Backend):
-    name = "local"
+    """``attached``: the job runs in this process's foreground when :meth:`follow` is called (``gputrain
+    run``); otherwise :meth:`submit` starts a detached supervisor (``--detach``)."""
 
-    def __init__(self, registry: JobRegistry | None = None) -> None:
+    name = "local"
+    plan_target = "local"
+
+    def __init__(self, registry: JobRegistry | None = None, *, attached: bool = False) -> None:
         self.registry = registry or JobRegistry()
+        self.attached = attached
+        self.interrupted_by: str | None = None  # SIGINT/SIGTERM that stopped a foreground run
 
     def prepare(self, plan: JobPlan, *, logs_dir: Path) -> Submission:
         """Write the job folder and the registry record (state PENDING); start nothing."""
@@ -97,12 +102,49 @@ class LocalBackend(Backend):
             raise GputrainError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
         return Submission(job_id=record.job_id, job_dir=job_dir, script=script)
 
-    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
-        """Prepare and start detached (the Backend interface); ``run`` is the foreground path."""
-        sub = self.prepare(plan, logs_dir=logs_dir)
-        if not dry_run:
-            self.detach(sub)
+    def submit(self, request: JobRequest) -> Submission:
+        """Prepare (seeded from ``resume_from``) and start detached; attached, :meth:`follow` starts it."""
+        if request.dry_run:
+            return self._dry_run(request)
+        sub = self.prepare(request.plan, logs_dir=request.logs_dir)
+        if request.resume_from is not None:
+            from gputrain.backends.resume import seed_checkpoint
+
+            try:
+                seeded = seed_checkpoint(request.resume_from, sub.job_dir)
+            except BaseException:
+                self.registry.update(sub.job_id, state=jobstate.CANCELLED, extra={"reason": "resume failed"})
+                raise
+            sub.extra["resumed_from"] = f"{seeded.name} of {request.resume_from}"
+        if not self.attached:
+            sub.extra["supervisor_pid"] = self.detach(sub)
         return sub
+
+    def _dry_run(self, request: JobRequest) -> Submission:
+        """The job folder's files under ``<recipe>_job_dryrun_<stamp>``, recorded nowhere, started never."""
+        import yaml
+
+        from gputrain.render import render_artifacts
+
+        plan = request.plan.model_copy(update={"target": "local",
+                                               "artifacts": {**request.plan.artifacts, "launch.sh": "launch.sh"}})
+        script = render_artifacts(plan, job_dir=None, target="local")["launch.sh"]
+        stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+        job_dir = Path(request.logs_dir).absolute() / f"{plan.recipe.name}_job_dryrun_{stamp}_{uuid.uuid4().hex[:4]}"
+        try:
+            (job_dir / "checkpoints").mkdir(parents=True)
+            write_atomic(job_dir / "launch.sh", script, 0o755)
+            write_atomic(job_dir / "plan.json", plan.to_json())
+            write_atomic(job_dir / "recipe.resolved.yaml", yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False))
+        except OSError as exc:
+            raise GputrainError(f"cannot write job folder {job_dir}: {exc.strerror}") from None
+        return Submission(job_id="dry-run", job_dir=job_dir, script=script, dry_run=True)
+
+    def follow(self, sub: Submission, *, echo: IO[str] | None = None, poll_s: float = 1.0) -> int:
+        """Attached: run the job in the foreground now; detached: watch it like any backend's."""
+        if self.attached and "supervisor_pid" not in sub.extra:
+            return self.run(sub, echo=echo)
+        return super().follow(sub, echo=echo, poll_s=poll_s)
 
     def detach(self, sub: Submission) -> int:
         cmd = [sys.executable, "-m", "gputrain.backends.local", "supervise", str(sub.job_dir), sub.job_id]
@@ -154,7 +196,8 @@ class LocalBackend(Backend):
                 nonlocal cancelled
                 if signum in (signal.SIGINT, signal.SIGTERM) and not cancelled:
                     cancelled = True  # Ctrl-C of a foreground run, or the supervisor told to stop
-                    jobstate.write_cancel_marker(job_dir, signal.Signals(signum).name)
+                    self.interrupted_by = signal.Signals(signum).name
+                    jobstate.write_cancel_marker(job_dir, self.interrupted_by)
                 try:
                     os.killpg(proc.pid, signal.SIGTERM if signum == signal.SIGINT else signum)
                 except ProcessLookupError:
@@ -176,8 +219,8 @@ class LocalBackend(Backend):
                 for s, handler in previous.items():
                     signal.signal(s, handler)
         cancelled = cancelled or self._cancel_requested(sub.job_id)
-        if cancelled:
-            jobstate.write_cancel_marker(job_dir, "gputrain cancel")  # already there unless the cancel raced
+        if cancelled and not (job_dir / jobstate.CANCELLED_MARKER).is_file():  # the cancel raced the start
+            jobstate.write_cancel_marker(job_dir, "gputrain cancel")
         ending = jobstate.end_state(rc, jobstate.markers_in(job_dir), jobstate.BackendFacts(user_cancelled=cancelled))
         self._summarize(job_dir, rc)  # first: a final registry state means the summary is there
         self.registry.update(sub.job_id, state=ending.state, exit_code=rc, extra={"reason": ending.reason})

@@ -12,13 +12,14 @@ import getpass
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
-from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.backends.base import Backend, JobRequest, JobStatus, Submission
 from gputrain.backends.resume import seed_checkpoint
 from gputrain.backends.slurm_parse import (
     SACCT_FIELDS,
@@ -98,9 +99,10 @@ class PreparedJob:
 
 def prepare_job(
     plan: JobPlan, *, logs_dir: Path, debug: bool = False, sweep: list[str] | None = None,
-    options: SubmitOptions | None = None, array: tuple[int, int | None] | None = None,
+    options: SubmitOptions | None = None, array: tuple[int, int | None] | None = None, dry_run: bool = False,
 ) -> PreparedJob:
-    """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
+    """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit). A dry
+    run's script names its own folder (:func:`dry_run_dir`), so a plain ``sbatch`` of it runs there."""
     import yaml
 
     from gputrain.render.sbatch import SbatchInputs, render_sbatch
@@ -112,6 +114,10 @@ def prepare_job(
         from dataclasses import replace
 
         inputs = replace(inputs, array=array)
+    elif dry_run:
+        from dataclasses import replace
+
+        inputs = replace(inputs, job_dir=str(dry_run_dir(logs_dir, plan.recipe.name, STAMP_MARK)))
     files = {
         "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
@@ -125,17 +131,64 @@ def prepare_job(
     )
 
 
-class SlurmBackend(Backend):
-    name = "slurm"
+@dataclass(frozen=True)
+class _Prepared(JobRequest):
+    """A request already rendered (:meth:`SlurmBackend.submit_all` renders every point first)."""
 
-    def __init__(self, registry: JobRegistry | None = None, *, debug: bool = False) -> None:
+    job: PreparedJob | None = None
+
+
+def dry_run_dir(logs_dir: Path, recipe: str, stamp: str) -> Path:
+    """A dry run's job folder: no job id yet, so its script names this folder itself."""
+    return Path(logs_dir) / f"{recipe}_job_dryrun_{stamp}"
+
+
+class SlurmBackend(Backend):
+    """``options``: sbatch's own (account, qos, dependencies ...); ``array``: a sweep's points as one job
+    array (``max_parallel`` at once) rather than one job each."""
+
+    name = "slurm"
+    plan_target = "slurm"
+    needs_cluster = True
+
+    def __init__(self, registry: JobRegistry | None = None, *, debug: bool = False,
+                 options: SubmitOptions | None = None, array: bool = True, max_parallel: int | None = None) -> None:
         self.registry = registry or JobRegistry()
         self.debug = debug
+        self.options = options
+        self.array = array
+        self.max_parallel = max_parallel
         self._gres_ok: set[tuple[str | None, str]] = set()  # (partition, gres) sinfo confirmed: a sweep asks once
 
     # ---- submit -------------------------------------------------------------------------------------
-    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
-        return self.submit_prepared(prepare_job(plan, logs_dir=logs_dir, debug=self.debug), dry_run=dry_run)
+    def submit(self, request: JobRequest) -> Submission:
+        job = request.job if isinstance(request, _Prepared) and request.job else self._prepare(request)
+        return self.submit_prepared(job, dry_run=request.dry_run)
+
+    def _prepare(self, request: JobRequest, array: tuple[int, int | None] | None = None) -> PreparedJob:
+        job = prepare_job(request.plan, logs_dir=request.logs_dir, debug=self.debug, sweep=list(request.sweep),
+                          options=self.options, array=array, dry_run=request.dry_run)
+        if request.resume_from is not None:
+            from dataclasses import replace
+
+            job = replace(job, resume_from=str(request.resume_from))
+        return job
+
+    def submit_all(self, requests: Sequence[JobRequest]) -> list[Submission]:
+        """Every point rendered before any is submitted; a sweep as one array unless ``array`` is off."""
+        if not (self.array and len(requests) > 1):
+            ready = [_Prepared(r.plan, r.logs_dir, r.dry_run, r.sweep, r.resume_from, self._prepare(r))
+                     for r in requests]
+            return super().submit_all(ready)
+        from gputrain.backends.slurm_array import same_script, submit_array
+
+        jobs = [self._prepare(r, array=(len(requests), self.max_parallel)) for r in requests]
+        if not same_script(jobs) or any(r.resume_from for r in requests):
+            from gputrain.errors import ClusterProfileError
+
+            raise ClusterProfileError("--sweep: the points need different job scripts (a resource or the "
+                                      "environment differs) or --resume-from was given; pass --no-array")
+        return submit_array(self, jobs, dry_run=requests[0].dry_run)
 
     def submit_prepared(self, job: PreparedJob, *, dry_run: bool = False) -> Submission:
         """Write the job folder and sbatch it: held, folder renamed to the job id, recorded, released."""
@@ -144,12 +197,14 @@ class SlurmBackend(Backend):
         script = files["job.sbatch"]
         logs_dir = Path(job.logs_dir)
         if dry_run:
-            job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}"
+            job_dir = dry_run_dir(logs_dir, job.recipe, stamp)
             for n in range(2, 10_000):  # several dry runs in one second (a sweep): never overwrite one
                 if not job_dir.exists():
                     break
-                job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}-{n}"
+                files = job.stamped(f"{stamp}-{n}")  # the script names its folder through the stamp
+                job_dir = dry_run_dir(logs_dir, job.recipe, f"{stamp}-{n}")
             self._write_folder(job_dir, files)
+            script = files["job.sbatch"]
             return Submission(job_id="dry-run", job_dir=job_dir, script=script, dry_run=True)
 
         if shutil.which("sbatch") is None:

@@ -41,7 +41,8 @@ def submit_array(backend: SlurmBackend, jobs: list[PreparedJob], *, dry_run: boo
         for task, job in enumerate(jobs):
             job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}_{task}"
             backend._write_folder(job_dir, job.stamped(stamp))
-            out.append(Submission(job_id="dry-run", job_dir=job_dir, script=job.files["job.sbatch"], dry_run=True))
+            out.append(Submission(job_id="dry-run", job_dir=job_dir, script=job.files["job.sbatch"], dry_run=True,
+                                  extra={"array_task": task}))
         return out
     backend._check_gres(first)
     staging = logs_dir / f".staging_{first.recipe}_{stamp}_{os.urandom(4).hex()}"
@@ -60,7 +61,8 @@ def submit_array(backend: SlurmBackend, jobs: list[PreparedJob], *, dry_run: boo
             record = backend._record(f"{array_id}_{task}", job_dir, job)
             record = replace(record, extra={**record.extra, "sweep_id": array_id, "array_task": task})
             backend.registry.add(record)
-            done.append(Submission(job_id=record.job_id, job_dir=job_dir, script=job.files["job.sbatch"]))
+            done.append(Submission(job_id=record.job_id, job_dir=job_dir, script=job.files["job.sbatch"],
+                                   extra={"array_task": task, "sweep_id": array_id}))
         shutil.rmtree(staging, ignore_errors=True)
     except (OSError, GputrainError) as exc:
         run_slurm(["scancel", "--", array_id])

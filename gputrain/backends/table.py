@@ -2,15 +2,15 @@
 
 Like submitit's executor list: ``gputrain jobs/status/cancel/logs`` look up a job's recorded backend here
 and call the :class:`~gputrain.backends.base.Backend` methods; none of them names a backend. To add one,
-write a ``Backend`` subclass (``submit``, ``status``, ``cancel``; ``logs_location``, ``refresh`` and
-``list_jobs`` have defaults) and add its row here and its name to ``gputrain.registry.store.BACKENDS`` (the
-registry is a leaf and cannot import this table; a test keeps the two equal).
+write a ``Backend`` subclass (``submit``, ``status``, ``cancel``; ``submit_all``, ``follow``,
+``logs_location``, ``refresh`` and ``list_jobs`` have defaults) and add its row here; ``gputrain submit
+--backend NAME`` then submits to it (``tests/unit/test_backend_interface.py`` does that with a toy).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gputrain.errors import UserError, unknown_name
 
@@ -42,11 +42,12 @@ def check_backend_name(name: str) -> str:
     return name
 
 
-def load_backend(name: str, registry: JobRegistry | None = None) -> Backend:
-    """The backend called ``name``, sharing ``registry``."""
+def load_backend(name: str, registry: JobRegistry | None = None, **settings: Any) -> Backend:
+    """The backend called ``name``, sharing ``registry``; ``settings`` are its own keyword options (Slurm's
+    sbatch options, RunPod's pod options, local's ``attached``)."""
     module_name, _, class_name = BACKENDS[check_backend_name(name)].target.partition(":")
     cls: type[Backend] = getattr(importlib.import_module(module_name), class_name)
-    return cls(registry)  # type: ignore[call-arg]  # every backend takes the registry first
+    return cls(registry, **settings)  # type: ignore[call-arg]  # every backend takes the registry first
 
 
 def backend_of(record: JobRecord, registry: JobRegistry | None = None) -> Backend:

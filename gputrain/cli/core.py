@@ -62,12 +62,6 @@ def resume_source(ref: str) -> Path:
     return folder
 
 
-def register(app: typer.Typer) -> None:
-    """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
-    for command in (recipes, gpus, plan, validate, schema):
-        app.command(command.__name__)(command)
-
-
 def recipes(
     copy: Annotated[str | None, typer.Option("--copy", help="copy this bundled recipe here to edit it")] = None,
     json_: JsonOpt = False,
@@ -255,19 +249,40 @@ def plan(
 def validate(
     recipes_: Annotated[list[Path], typer.Argument(metavar="RECIPE...", help="recipe files to check")],
     set_: SetOpt = None,
+    json_: JsonOpt = False,
 ) -> None:
     """Check recipes (schema, types, unknown keys, every GPU profile) without planning a run.
+
+    Every problem of a recipe is listed, one line each (stderr; with --json one object per recipe on stdout:
+    {"recipe", "ok", "summary" | "errors"}); exit 2 when any recipe has one.
 
     \b
     Examples:
       gputrain validate my_recipe.yaml
-      gputrain validate recipes/*.yaml --set train.max_steps=10
+      gputrain validate recipes/*.yaml --set train.max_steps=10 --json
     """
     from gputrain.planner.validate import validate_recipe_file
 
+    rows: list[dict[str, Any]] = []
     for path in recipes_:
-        summary = validate_recipe_file(resolve_recipe_path(str(path)), set_ or [])
-        print(f"{path}: ok ({summary})")
+        try:
+            summary = validate_recipe_file(resolve_recipe_path(str(path)), set_ or [])
+        except RecipeError as exc:
+            rows.append({"recipe": str(path), "ok": False, "errors": list(exc.lines or (exc.message,))})
+            continue
+        rows.append({"recipe": str(path), "ok": True, "summary": summary})
+    if json_:
+        from gputrain.cli.output import print_json
+
+        print_json(rows)
+    else:
+        for row in rows:
+            if row["ok"]:
+                print(f"{row['recipe']}: ok ({row['summary']})")
+            for line in row.get("errors", []):
+                print(f"error: {line}", file=sys.stderr)
+    if not all(row["ok"] for row in rows):
+        raise typer.Exit(2)
 
 
 def schema(

@@ -11,10 +11,13 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputrain.errors import JobFailedError, PlanError
 from gputrain.planner import make_plan
+
+if TYPE_CHECKING:
+    from gputrain.backends.base import Submission
 
 _PAST_THE_END = 10**9
 
@@ -32,10 +35,16 @@ def run_probe(path: Path, gpu: str | None, kwargs: dict[str, Any], steps: int) -
                  f"train.save_every={_PAST_THE_END}"]
     plan = make_plan(path, gpu=here.gpu.name, check_memory=False,
                      **{**kwargs, "overrides": overrides, "cluster": None, "target": "local", "nodes": 1})
-    backend = LocalBackend()
-    sub = backend.prepare(plan, logs_dir=Path("logs"))
-    print(f"probe: job {sub.job_id}, {steps} steps on {here.gpu.name} ({sub.job_dir})", file=sys.stderr, flush=True)
-    rc = backend.run(sub, echo=io.StringIO())
+    from gputrain.backends.base import JobRequest
+    from gputrain.cli.launch import launch
+
+    def announce(subs: list[Submission]) -> None:
+        print(f"probe: job {subs[0].job_id}, {steps} steps on {here.gpu.name} ({subs[0].job_dir})", file=sys.stderr,
+              flush=True)
+
+    launched = launch(LocalBackend(attached=True), [JobRequest(plan, Path("logs"))], follow=True,
+                      echo=io.StringIO(), announce=announce)
+    sub, rc = launched.submissions[0], launched.exit_code
     if rc != 0:
         raise JobFailedError(f"probe job {sub.job_id} failed (exit code {rc}); see {sub.job_dir}")
     return sub.job_id

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt, resolve_recipe_path, resume_source
+from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt
 
-
-def register(app: typer.Typer) -> None:
-    """Add ``run`` to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
-    app.command("run")(run)
+if TYPE_CHECKING:
+    from gputrain.backends.base import Submission
 
 
 def run(
@@ -46,37 +44,37 @@ def run(
       gputrain run gnn_coloring --gpu cpu --gpus 2 --set train.epochs=2 --detach
       gputrain run gnn_coloring --gpu cpu --gpus 2 --set train.batch_size=8 --resume-from local-3
     """
-    from gputrain.backends.local import LocalBackend
-    from gputrain.backends.resume import seed_checkpoint
+    from gputrain.backends.table import load_backend
+    from gputrain.cli.launch import launch, plan_requests
     from gputrain.cli.output import warn
     from gputrain.errors import JobFailedError
-    from gputrain.planner import make_plan
 
-    path = resolve_recipe_path(recipe)
-    source = resume_source(resume_from) if resume_from else None
-    plan = make_plan(
-        path, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_ or []), preset=preset, target="local"
-    )
-    from gputrain.recipe.plan_only import refuse_plan_only
-
-    refuse_plan_only(plan.recipe)
-    for warning in plan.warnings:
+    backend = load_backend("local", attached=not detach)
+    planned = plan_requests(recipe, backend, logs_dir=logs_dir, gpu=gpu, gpus=gpus, nodes=1,
+                            overrides=list(set_ or []), preset=preset, resume_from=resume_from)
+    for warning in planned.warnings:
         warn(warning)
-    backend = LocalBackend()
-    sub = backend.prepare(plan, logs_dir=logs_dir)
-    print(f"job {sub.job_id}: {sub.job_dir}", flush=True)
-    if source is not None:
-        seeded = seed_checkpoint(source, sub.job_dir)
-        print(f"resuming from {seeded.name} of {source}", flush=True)
+
+    def announce(subs: list[Submission]) -> None:
+        sub = subs[0]
+        print(f"job {sub.job_id}: {sub.job_dir}", flush=True)
+        if "resumed_from" in sub.extra:
+            print(f"resuming from {sub.extra['resumed_from']}", flush=True)
+        if "supervisor_pid" in sub.extra:
+            print(f"started in the background (supervisor pid {sub.extra['supervisor_pid']}); follow with: "
+                  f"gputrain logs {sub.job_id} -f")
+
+    launched = launch(backend, planned.requests, follow=not detach, echo=sys.stdout, announce=announce)
     if detach:
-        pid = backend.detach(sub)
-        print(f"started in the background (supervisor pid {pid}); follow with: gputrain logs {sub.job_id} -f")
         return
-    rc = backend.run(sub, echo=sys.stdout)
+    sub, rc = launched.submissions[0], launched.exit_code
     summary = sub.job_dir / "job_summary.txt"
     if summary.is_file():
         print(summary.read_text(encoding="utf-8"), end="")
     rec = backend.registry.get(sub.job_id)
+    if getattr(backend, "interrupted_by", None) == "SIGINT":  # Ctrl-C: the job is cancelled, exit 130
+        print(f"job {sub.job_id} {rec.state} (Ctrl-C); folder {sub.job_dir}", file=sys.stderr)
+        raise typer.Exit(130)
     if rc != 0:
         raise JobFailedError(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")
     print(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")

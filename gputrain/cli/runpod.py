@@ -29,7 +29,7 @@ app = sub_app(
 
     \b
     Example:
-      gputrain runpod up gnn_coloring.yaml --gpu B200 --gpus 8 --image me/gnn:latest
+      gputrain runpod up gnn_coloring --gpu B200 --gpus 8 --image me/gnn:latest
     """,
     no_args_is_help=True,
 )
@@ -37,7 +37,7 @@ app = sub_app(
 
 @app.command()
 def up(
-    recipe: Path = typer.Argument(..., help="recipe YAML"),
+    recipe: str = typer.Argument(..., help="recipe file, or the name of a bundled recipe"),
     gpu: str = typer.Option(..., "--gpu", help="catalog GPU name (B200, H100, ...) or cpu for a CPU pod"),
     gpus: int | None = typer.Option(None, "--gpus", help="GPUs on the pod (default: the recipe's)"),
     image: str = typer.Option(..., "--image", help="image built from `gputrain docker` output"),
@@ -75,22 +75,35 @@ def up(
 
     \b
     Example:
-      gputrain runpod up recipes/gnn_coloring.yaml --gpu B200 --gpus 8 --image me/gnn:latest --data data/
+      gputrain runpod up gnn_coloring --gpu B200 --gpus 8 --image me/gnn:latest --data data/
     """
-    from gputrain.backends.runpod.up import Up, UpOptions
+    from gputrain.backends.runpod.up import UpOptions
+    from gputrain.backends.table import load_backend
+    from gputrain.cli.core import resolve_recipe_path
+    from gputrain.cli.launch import launch, plan_requests
+    from gputrain.cli.output import warn
     from gputrain.errors import RunPodUsageError
 
     cloud = cloud.upper()
     if cloud not in ("SECURE", "COMMUNITY"):
         raise RunPodUsageError(f"--cloud {cloud}: use SECURE or COMMUNITY")
     opts = UpOptions(
-        recipe_path=recipe, gpu=gpu, gpus=gpus, image=image, data=data, disk_gb=disk, volume_gb=volume,
-        cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud, cpu_flavor=cpu_flavor, keep=keep,
+        recipe_path=resolve_recipe_path(recipe), gpu=gpu, gpus=gpus, image=image, data=data, disk_gb=disk,
+        volume_gb=volume, cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud,
+        cpu_flavor=cpu_flavor, keep=keep,
         ready_timeout_s=ready_timeout, poll_s=poll, overrides=list(set_), logs_dir=logs_dir,
         remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name, attach=attach_, reconnect_s=reconnect,
         salvage_s=salvage, keepalive_s=keepalive,
     )
-    _exit_for(Up(opts).go(), logs_dir)
+    backend = load_backend("runpod", up=opts)
+    planned = plan_requests(recipe, backend, logs_dir=logs_dir, gpu=gpu, gpus=gpus, nodes=1, overrides=list(set_))
+
+    def announce(_: object) -> None:
+        for warning in planned.warnings:
+            warn(warning)
+
+    launched = launch(backend, planned.requests, follow=True, announce=announce)
+    _exit_for(launched.submissions[0].extra["outcome"], logs_dir)
 
 
 def _exit_for(outcome: object, where: object) -> None:
@@ -202,7 +215,7 @@ def logs(
 
 
 def docker(
-    recipe: Path = typer.Argument(..., help="recipe YAML"),
+    recipe: str = typer.Argument(..., help="recipe file, or the name of a bundled recipe"),
     gpu: str = typer.Option(..., "--gpu", help="catalog GPU name the image must support"),
     gpus: int | None = typer.Option(None, "--gpus", help="GPUs per pod for run_multigpu.sh"),
     out: Path = typer.Option(Path("build"), "--out", help="output folder (the docker build context)"),
@@ -214,13 +227,15 @@ def docker(
 
     \b
     Example:
-      gputrain docker recipes/gnn_coloring.yaml --gpu B200 --out build/
+      gputrain docker gnn_coloring --gpu B200 --out build/
     """
     from gputrain.backends.runpod.bundle import write_bundle
+    from gputrain.cli.core import resolve_recipe_path
     from gputrain.cli.output import progress, warn
     from gputrain.planner import make_plan
 
-    plan = make_plan(recipe, gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_), target="docker")
+    plan = make_plan(resolve_recipe_path(recipe), gpu=gpu, gpus_per_node=gpus, nodes=1, overrides=list(set_),
+                     target="docker")
     for warning in plan.warnings:
         warn(warning)
     for path in write_bundle(plan, out):

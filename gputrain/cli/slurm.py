@@ -11,24 +11,19 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gputrain.errors import ClusterError, ClusterProfileError
+from gputrain.errors import ClusterProfileError
 
 if TYPE_CHECKING:
-    from gputrain.backends.slurm import PreparedJob
+    from gputrain.backends.base import Backend, Submission
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
-
-
-def register(app: typer.Typer) -> None:
-    """Add these commands to ``app`` (for embedding; ``gputrain`` itself uses :data:`gputrain.cli.app.COMMANDS`)."""
-    for command in (submit, clusters):
-        app.command(command.__name__)(command)
 
 
 def submit(
@@ -66,6 +61,9 @@ def submit(
         "--after-ok", help="start after job ID completed successfully")] = None,
     signal: Annotated[str | None, typer.Option(
         "--signal", help="USR1 or USR2: what Slurm sends before the time limit (over the profile's)")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="where the job runs: slurm, local (see `gputrain "
+                                         "jobs --backend`)")] = "slurm",
+    follow: Annotated[bool, typer.Option("--follow", help="wait for the job's end, printing its log")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Plan a recipe for a Slurm cluster, write its job folder and sbatch it.
@@ -81,139 +79,109 @@ def submit(
       gputrain submit selftest --cluster testbed --sweep train.seed=0,1,2
       gputrain submit selftest --cluster testbed --after-ok 4242 --qos high --mail-type END
     """
-    from gputrain.backends.slurm import prepare_job
-    from gputrain.cli.core import resolve_recipe_path, resume_source
-    from gputrain.cli.offline import check_before_submit, prepare_command
-    from gputrain.planner import make_plan
-    from gputrain.recipe.loader import expand_sweeps
+    from gputrain.backends.table import load_backend
 
-    cluster = cluster or os.environ.get("GPUTRAIN_CLUSTER")
-    if not cluster:
-        from gputrain.hardware.clusters import list_clusters
+    settings: dict[str, Any] = {}
+    if backend == "slurm":
+        cluster = cluster or os.environ.get("GPUTRAIN_CLUSTER")
+        if not cluster:
+            from gputrain.hardware.clusters import list_clusters
 
-        names = ", ".join(c.name for c in list_clusters())
-        raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
-    from gputrain.recipe.plan_only import refuse_plan_only
-    from gputrain.render.sbatch import SubmitOptions, shape_warnings
+            names = ", ".join(c.name for c in list_clusters())
+            raise ClusterProfileError(f"--cluster is required (or set GPUTRAIN_CLUSTER); known clusters: {names}")
+        from gputrain.render.sbatch import SubmitOptions
 
-    options = SubmitOptions(
-        account=account, qos=qos, partition=partition, reservation=reservation, exclusive=exclusive,
-        mail_type=tuple(k for m in mail_type or [] for k in m.split(",") if k), mail_user=mail_user, begin=begin,
-        after=tuple(after or []), after_ok=tuple(after_ok or []), signal=signal.upper() if signal else None)
-    recipe_path = resolve_recipe_path(recipe)
-    source = str(resume_source(resume_from)) if resume_from else None
-    jobs: list[tuple[PreparedJob, JobView]] = []
-    points = expand_sweeps(sweep or [])
-    as_array = (len(points), max_parallel) if array and len(points) > 1 else None
-    for n, point in enumerate(points):
-        plan = make_plan(recipe_path, gpu=gpu, gpus_per_node=gpus, nodes=nodes, cluster=cluster,
-                         overrides=[*(set_ or []), *point], preset=preset, target="slurm")
-        refuse_plan_only(plan.recipe)
-        command = prepare_command(recipe, cluster, gpu, [*(set_ or []), *point], preset)
-        to_fetch: list[str] = []  # a dry run lists what the offline cache lacks instead of refusing (#31)
-        plan = check_before_submit(plan, command, check_python=n == 0,  # interpreter, offline cache (#20)
-                                   missing_out=to_fetch if dry_run else None)
-        view = JobView(recipe=plan.recipe.name, cluster=cluster, point=point,
-                       warnings=[*plan.warnings, *shape_warnings(plan)],
-                       shape=f"{plan.nodes} node(s) x {plan.gpus_per_node} {plan.gpu.name}",
-                       to_fetch=to_fetch, prepare=command if to_fetch else None)
-        prepared = prepare_job(plan, logs_dir=logs_dir, debug=debug, sweep=point, options=options, array=as_array)
-        jobs.append((replace(prepared, resume_from=source) if source else prepared, view))
-    if as_array is not None:
-        from gputrain.backends.slurm_array import same_script
-
-        if not same_script([job for job, _ in jobs]) or source:
-            raise ClusterProfileError("--sweep: the points need different job scripts (a resource or the "
-                                      "environment differs) or --resume-from was given; pass --no-array")
-        submit_sweep(jobs, dry_run=dry_run, debug=debug, as_json=json_)
-        return
-    submit_all(jobs, dry_run=dry_run, debug=debug, as_json=json_, sweep=bool(sweep))
+        settings = dict(debug=debug, array=array, max_parallel=max_parallel, options=SubmitOptions(
+            account=account, qos=qos, partition=partition, reservation=reservation, exclusive=exclusive,
+            mail_type=tuple(k for m in mail_type or [] for k in m.split(",") if k), mail_user=mail_user,
+            begin=begin, after=tuple(after or []), after_ok=tuple(after_ok or []),
+            signal=signal.upper() if signal else None))
+    target = load_backend(backend, **settings)
+    submit_with(target, recipe, cluster=cluster, gpu=gpu, gpus=gpus, nodes=nodes, overrides=list(set_ or []),
+                sweep=list(sweep or []), preset=preset, logs_dir=logs_dir, dry_run=dry_run,
+                resume_from=resume_from, follow=follow, as_json=json_)
 
 
-def submit_sweep(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug: bool, as_json: bool) -> None:
-    """One array for every point of a --sweep; each distinct warning once on stderr."""
-    from gputrain.backends.slurm import SlurmBackend
-    from gputrain.backends.slurm_array import submit_array
+def submit_with(target: Backend, recipe: str, *, cluster: str | None, gpu: str | None, gpus: int | None,
+                nodes: int | None, overrides: list[str], sweep: list[str], preset: str | None, logs_dir: Path,
+                dry_run: bool, resume_from: str | None, follow: bool, as_json: bool) -> None:
+    """Plan every point, submit through ``target`` (:mod:`gputrain.cli.launch`), say what went in."""
+    from gputrain.cli.launch import launch, plan_requests
     from gputrain.cli.output import warn
+    from gputrain.errors import JobFailedError
 
-    results = submit_array(SlurmBackend(debug=debug), [job for job, _ in jobs], dry_run=dry_run)
-    for warning in dict.fromkeys(w for _, view in jobs for w in view.warnings):
-        warn(warning)
-    sweep_id = results[0].job_id.split("_")[0]
-    rows: list[dict[str, Any]] = [
-        {"job_id": r.job_id, "job_dir": str(r.job_dir), "dry_run": dry_run, "sweep": job.sweep,
-         "sweep_id": None if dry_run else sweep_id} for r, (job, _) in zip(results, jobs, strict=True)]
-    if as_json:
-        print(json.dumps(rows))
-        return
-    view = jobs[0][1]
-    if dry_run:
-        print(f"dry run: wrote {len(rows)} job folders for one array ({view.shape} on {view.cluster})")
-    else:
-        print(f"submitted sweep {sweep_id}: {len(rows)} points as one array ({view.recipe}, {view.shape} on "
-              f"{view.cluster}); `gputrain status {sweep_id}`, `gputrain cancel {sweep_id}`")
-    for (job, _), row in zip(jobs, rows, strict=True):
-        print(f"  {row['job_id']}  {' '.join(job.sweep)}  {row['job_dir']}")
+    planned = plan_requests(recipe, target, logs_dir=logs_dir, gpu=gpu, gpus=gpus, nodes=nodes, cluster=cluster,
+                            overrides=overrides, sweep=sweep, preset=preset, dry_run=dry_run,
+                            resume_from=resume_from)
+    first = planned.requests[0].plan
+    warnings = list(planned.warnings)
+    if target.plan_target == "slurm":
+        from gputrain.render.sbatch import shape_warnings
+
+        warnings += [w for r in planned.requests for w in shape_warnings(r.plan)]
+    view = JobView(recipe=first.recipe.name, cluster=cluster or target.name,
+                   shape=f"{first.nodes} node(s) x {first.gpus_per_node} {first.gpu.name}",
+                   to_fetch=planned.to_fetch, prepare=planned.prepare)
+
+    def announce(subs: list[Submission]) -> None:
+        for warning in dict.fromkeys(warnings):
+            warn(warning)
+        _print_submissions(subs, view, dry_run=dry_run, as_json=as_json, sweep=bool(sweep))
+
+    launched = launch(target, planned.requests, follow=follow, echo=sys.stderr if as_json else sys.stdout,
+                      announce=announce)
+    if launched.exit_code:
+        sub = launched.submissions[0]
+        raise JobFailedError(f"job {sub.job_id} ended with exit code {launched.exit_code}; folder {sub.job_dir}")
 
 
 @dataclass
 class JobView:
-    """What ``submit`` says about one prepared job besides what sbatch answers."""
+    """What ``submit`` says about the jobs besides what the backend answers."""
 
     recipe: str
     cluster: str
-    point: list[str]
-    warnings: list[str]
     shape: str
     to_fetch: list[str] = field(default_factory=list)  # dry run: what `prepare` must fetch first
     prepare: str | None = None  # the prepare command that fetches it
 
 
-def submit_all(jobs: list[tuple[PreparedJob, JobView]], *, dry_run: bool, debug: bool, as_json: bool,
-               sweep: bool) -> None:
-    """Submit prepared jobs in order; results on stdout, each distinct warning once on stderr.
-
-    A failure after some jobs went in names the ones that did, so none is submitted twice by a retry.
-    """
-    from gputrain.backends.slurm import SlurmBackend
-    from gputrain.cli.output import warn
-    from gputrain.errors import GputrainError
-
-    backend = SlurmBackend(debug=debug)
-    done: list[str] = []
-    rows: list[dict[str, Any]] = []
-    warned: set[str] = set()  # a sweep's points mostly share their warnings: each is said once
-    for job, view in jobs:
-        try:
-            result = backend.submit_prepared(job, dry_run=dry_run)
-        except GputrainError as exc:
-            if not done:
-                raise
-            raise ClusterError(f"{exc.message} (after {len(done)} of {len(jobs)} jobs were submitted: "
-                               f"{', '.join(done)})", exit_code=exc.exit_code) from None
-        done.append(result.job_id)
-        rows.append({"job_id": result.job_id, "job_dir": str(result.job_dir), "dry_run": dry_run,
-                     **({"sweep": job.sweep} if job.sweep else {}),
-                     **({"prepare": {"command": view.prepare, "missing": view.to_fetch}} if view.to_fetch else {})})
-        for warning in view.warnings:
-            if warning not in warned:
-                warn(warning)
-                warned.add(warning)
-        if as_json:
-            continue
-        where = f"{view.shape} on {view.cluster}" + (f", {' '.join(view.point)}" if view.point else "")
-        if dry_run:
-            print(f"dry run: wrote {result.job_dir}/job.sbatch ({where}); submit it with sbatch")
-            if view.to_fetch:
-                print(f"  the nodes have no internet and the cache lacks what the job loads; `{view.prepare}` "
-                      "must fetch (where the internet is) before a real submit:")
-                for label in view.to_fetch:
-                    print(f"    {label}")
-        else:
-            print(f"submitted job {result.job_id} ({view.recipe}, {where})")
-            print(f"job folder: {result.job_dir}")
+def _print_submissions(subs: list[Submission], view: JobView, *, dry_run: bool, as_json: bool,
+                       sweep: bool) -> None:
+    """One line per job (``--json``: one object, a list for a sweep); a sweep array's shared id."""
+    array = "array_task" in subs[0].extra
+    sweep_id = subs[0].extra.get("sweep_id")
+    rows: list[dict[str, Any]] = [
+        {"job_id": s.job_id, "job_dir": str(s.job_dir), "dry_run": dry_run,
+         **({"sweep": list(s.extra.get("sweep") or [])} if sweep else {}),
+         **({"sweep_id": sweep_id} if array else {}),
+         **({"prepare": {"command": view.prepare, "missing": view.to_fetch}} if view.to_fetch else {})}
+        for s in subs]
     if as_json:
         print(json.dumps(rows if sweep else rows[0]))
+        return
+    if array and dry_run:
+        print(f"dry run: wrote {len(rows)} job folders for one array ({view.shape} on {view.cluster})")
+    elif array:
+        print(f"submitted sweep {sweep_id}: {len(rows)} points as one array ({view.recipe}, {view.shape} on "
+              f"{view.cluster}); `gputrain status {sweep_id}`, `gputrain cancel {sweep_id}`")
+    for sub in subs:
+        point = " ".join(sub.extra.get("sweep") or [])
+        where = f"{view.shape} on {view.cluster}" + (f", {point}" if point else "")
+        if array:
+            print(f"  {sub.job_id}  {point}  {sub.job_dir}")
+        elif dry_run:
+            script = sub.job_dir / "job.sbatch"
+            after = f"; `sbatch {script}` runs it in that folder" if script.is_file() else ""
+            print(f"dry run: wrote {sub.job_dir} ({where}){after}")
+        else:
+            print(f"submitted job {sub.job_id} ({view.recipe}, {where})")
+            print(f"job folder: {sub.job_dir}")
+    if dry_run and view.to_fetch:
+        print(f"  the nodes have no internet and the cache lacks what the job loads; `{view.prepare}` must "
+              "fetch (where the internet is) before a real submit:")
+        for label in view.to_fetch:
+            print(f"    {label}")
 
 
 def clusters(json_: JsonOpt = False) -> None:

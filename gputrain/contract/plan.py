@@ -120,9 +120,6 @@ def parse_job_plan(data: Any, where: str) -> JobPlan:
         raise PlanFileError(f"{where}: not a gputrain plan (a JSON {type(data).__name__}, not an object)")
     version = data.get("schema_version")
     if version is None:
-        if isinstance(data.get("config"), dict):
-            raise PlanFileError(f"{where}: plan of schema version 0 (an older gputrain); this gputrain reads "
-                                f"version {SCHEMA_VERSION}: plan the recipe again")
         raise PlanFileError(f"{where}: not a gputrain plan (no schema_version)")
     if version != SCHEMA_VERSION:
         raise PlanFileError(f"{where}: plan of schema version {version!r}; this gputrain reads version "

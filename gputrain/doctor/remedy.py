@@ -70,6 +70,8 @@ def prescribe(summary: dict[str, Any], plan: JobPlan | None) -> Remedy | None:
                       "checkpoint (ask the admins about the node if it fails again)")
     if kind == "preempted":
         return _preempted(summary, plan)
+    if kind == "cancelled":
+        return None  # the user stopped it: nothing to fix
     where = f" on rank {cause['rank']}" if cause.get("rank") is not None else ""
     return Remedy(kind, f"{cause.get('label') or kind}{where}: no setting fixes this; correct the cause shown in "
                   "the headline and traceback, then rerun (it resumes from the newest checkpoint)")

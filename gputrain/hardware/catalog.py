@@ -16,13 +16,10 @@ from gputrain.contract.hardware import GPUFacts
 from gputrain.errors import HardwareError, unknown_name
 from gputrain.resources import data_dir
 
-GPUType = GPUFacts
-"""A catalog entry; the same model a plan keeps as its GPU snapshot (``JobPlan.gpu``)."""
 
-
-def _entry(name: str, raw: dict[str, Any]) -> GPUType:
+def _entry(name: str, raw: dict[str, Any]) -> GPUFacts:
     link = raw.get("interconnect") or {}
-    return GPUType(
+    return GPUFacts(
         name=name,
         description=str(raw.get("description", "")),
         memory_gib=float(raw["memory_gib"]),
@@ -43,7 +40,7 @@ def _entry(name: str, raw: dict[str, Any]) -> GPUType:
 
 
 @functools.cache
-def catalog() -> dict[str, GPUType]:
+def catalog() -> dict[str, GPUFacts]:
     path = data_dir() / "catalog.yaml"
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     raw = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
@@ -58,7 +55,7 @@ def _norm(text: str) -> str:
     return text.strip().lower().replace("_", "-").replace(" ", "-")
 
 
-def get_gpu(name: str) -> GPUType:
+def get_gpu(name: str) -> GPUFacts:
     """Resolve a name a person typed (canonical or alias, any case)."""
     wanted = _norm(name)
     for gpu in catalog().values():
@@ -68,10 +65,10 @@ def get_gpu(name: str) -> GPUType:
     raise HardwareError(unknown_name("GPU type", name, known_names(), spellings=spellings))
 
 
-def from_nvidia_smi(name: str) -> GPUType:
+def from_nvidia_smi(name: str) -> GPUFacts:
     """Map an ``nvidia-smi``/NVML device name to its catalog entry."""
     wanted = name.upper()
-    best: tuple[int, GPUType] | None = None
+    best: tuple[int, GPUFacts] | None = None
     for gpu in catalog().values():
         for pattern in gpu.nvidia_smi:
             if pattern.upper() in wanted and (best is None or len(pattern) > best[0]):
@@ -81,13 +78,13 @@ def from_nvidia_smi(name: str) -> GPUType:
     return best[1]
 
 
-def from_gres(gres_type: str) -> list[GPUType]:
+def from_gres(gres_type: str) -> list[GPUFacts]:
     """All catalog entries a Slurm GRES type may denote (``volta`` → both V100 sizes)."""
     wanted = gres_type.lower()
     return [gpu for gpu in catalog().values() if wanted in (g.lower() for g in gpu.gres)]
 
 
-def from_runpod_id(gpu_type_id: str) -> GPUType:
+def from_runpod_id(gpu_type_id: str) -> GPUFacts:
     for gpu in catalog().values():
         if gpu_type_id in gpu.runpod_ids:
             return gpu

@@ -12,8 +12,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from gputrain.contract.hardware import GPUFacts
 from gputrain.errors import ClusterError
-from gputrain.hardware.catalog import GPUType, from_gres, from_nvidia_smi
+from gputrain.hardware.catalog import from_gres, from_nvidia_smi
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class DetectedGPU:
     memory_mib: int
     source: str
 
-    def catalog_type(self) -> GPUType:
+    def catalog_type(self) -> GPUFacts:
         return from_nvidia_smi(self.name)
 
 
@@ -90,7 +91,7 @@ class ClusterGres:
     gres_type: str | None
     count: int
 
-    def candidates(self) -> list[GPUType]:
+    def candidates(self) -> list[GPUFacts]:
         return from_gres(self.gres_type) if self.gres_type else []
 
 

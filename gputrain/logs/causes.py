@@ -155,6 +155,21 @@ def _watchdog(match: re.Match[str], line: str, host: str | None) -> dict[str, An
     return _cause("nccl_timeout", headline, rank=rank, host=host, details=details, evidence=line.strip()[:500])
 
 
+def cancel_cause(marker_text: str | None) -> dict[str, Any]:
+    """The cause of a job its user cancelled, from its CANCELLED marker (``{"by": ...}``): who asked, nothing
+    to fix. What the launcher printed while it was stopped (torchrun's SignalException) is no failure."""
+    import json
+
+    by = ""
+    try:
+        data = json.loads(marker_text or "")
+        by = str(data.get("by") or "") if isinstance(data, dict) else ""
+    except ValueError:
+        pass
+    return _cause("cancelled", "cancelled by the user" + (f" ({by})" if by else ""), source="marker",
+                  details={"by": by} if by else {})
+
+
 def root_cause(
     *,
     events: dict[str, str],

@@ -61,11 +61,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 
-#: Byte strings of which at least one occurs in every line a pattern matches, except ``Killed``/``Signal``
-#: lines and watchdog timeouts, which the summary catches in the tail of the log it always reads in full.
-EVENT_NEEDLES = (b"rror",)
-
-
 def classify_line(text: str) -> str | None:
     """The failure cause a single line shows, or None (most lines)."""
     for cause, pattern in _PATTERNS:

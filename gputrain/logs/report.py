@@ -51,7 +51,7 @@ def fmt_duration(seconds: float | None) -> str:
 
 def headline(summary: dict[str, Any]) -> str:
     state = summary["state"]
-    if summary.get("exit_code") is not None:
+    if summary.get("exit_code") is not None and state != "CANCELLED":  # a cancel's exit code is the signal's
         state += f" (exit {summary['exit_code']})"
     if summary.get("state_inferred"):
         state += " (inferred from the log)"

@@ -16,10 +16,6 @@ from gputrain.logs.catalog import metric_info
 MAX_POINTS = 256
 
 
-def lower_is_better(key: str) -> bool:
-    return metric_info(key).better == "lower"
-
-
 class MetricStats:
     __slots__ = ("count", "first", "hi", "last", "lo", "nonfinite", "nonfinite_first", "series", "stride")
 

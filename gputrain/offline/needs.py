@@ -14,12 +14,11 @@ import os
 from typing import TYPE_CHECKING
 
 from gputrain.contract.assets import REPO_ID_RE, HubItem
+from gputrain.recipe.entrypoints import entrypoint_of
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
 
-#: Entrypoints whose ``model.name`` is a Hugging Face checkpoint (the others build their own architecture).
-HUB_MODEL_ENTRYPOINTS = frozenset({"grpo_code", "grpo_math", "gdpo"})
 #: Built-in model names that need no download (gputrain.train.grpo.policy.TINY_NAMES).
 BUILTIN_MODELS = frozenset({"tiny-qwen2", "tiny"})
 #: Data sources that are not files and not hub datasets.
@@ -28,7 +27,6 @@ BUILTIN_SOURCES = frozenset({"generated", "humaneval"})
 HUB_CONFIGS = {"openai/gsm8k": "main", "gsm8k": "main"}
 #: The tokenizer the diffusion trainings read (gputrain.train.diffusion.data.GPT2Tokenizer).
 DIFFUSION_TOKENIZER = "gpt2"
-DEFAULT_SPLITS = {"grpo_code": "test", "bd3lm": "train", "hdp": "train"}
 
 
 def _is_hub_name(name: str) -> bool:
@@ -40,18 +38,19 @@ def _is_hub_name(name: str) -> bool:
 def hub_items(plan: JobPlan) -> list[HubItem]:
     """The hub repositories the job will load, model first; empty for a job that needs no download."""
     recipe = plan.recipe
+    row = entrypoint_of(recipe.entrypoint)  # hub_model: model.name is a Hub checkpoint, not a built-in architecture
     items: list[HubItem] = []
     model = recipe.model.name
-    if recipe.entrypoint in HUB_MODEL_ENTRYPOINTS and model.lower() not in BUILTIN_MODELS and _is_hub_name(model):
+    if row.hub_model and model.lower() not in BUILTIN_MODELS and _is_hub_name(model):
         items.append(HubItem(kind="model", repo=model))
-    if recipe.entrypoint in ("bd3lm", "hdp") and getattr(recipe.algorithm, "tokenizer", "bytes") != "bytes":
+    if row.workload == "diffusion" and getattr(recipe.algorithm, "tokenizer", "bytes") != "bytes":
         # GPT-2's vocabulary (the guides' setting; ``auto`` uses it when it is on disk, never downloading it)
         items.append(HubItem(kind="model", repo=DIFFUSION_TOKENIZER, files="tokenizer"))
     source = recipe.data.source
     if recipe.data.format != "generated" and source not in BUILTIN_SOURCES and _is_hub_name(source):
         repo, _, config = source.partition(":")
-        if recipe.entrypoint in ("bd3lm", "hdp"):
+        if row.workload == "diffusion":
             config = config or "main"
-        split = recipe.data.split or DEFAULT_SPLITS.get(recipe.entrypoint, "train")
+        split = recipe.data.split or row.data_split
         items.append(HubItem(kind="dataset", repo=repo, config=config or HUB_CONFIGS.get(repo), splits=(split,)))
     return items

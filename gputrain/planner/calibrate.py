@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from gputrain.contract.estimate import Calibration, Estimate, MemoryTerm
 from gputrain.contract.hardware import GPUFacts
 from gputrain.errors import GputrainError
+from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 from gputrain.registry.measured import MeasuredRun
 
@@ -42,7 +43,7 @@ def fingerprint(recipe: Recipe, gpu: str, world: int, precision: str) -> dict[st
         "sharding": recipe.distributed.sharding, "tensor_parallel": recipe.distributed.tensor_parallel,
         "pipeline_parallel": recipe.distributed.pipeline_parallel, "cpu_offload": recipe.distributed.cpu_offload,
         "active_params": model.active_params, "lora_rank": model.lora_rank,
-        "train_size": recipe.data.train_size if recipe.entrypoint == "gnn_coloring" else None,
+        "train_size": recipe.data.train_size if entrypoint_of(recipe.entrypoint).workload == "gnn" else None,
     }
     out.update({k: algo[k] for k in _ALGORITHM_COST_FIELDS if k in algo})
     return out

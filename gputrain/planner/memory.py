@@ -29,6 +29,7 @@ from gputrain.planner.parallel import layout
 from gputrain.planner.workload import Hardware
 from gputrain.planner.workload_dense import _graph_shape, diffusion_tokens
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
+from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 
 GIB = physics.GIB
@@ -44,14 +45,14 @@ def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
     terms: list[MemoryTerm] = state_terms(recipe, hw, params, lay) if params else []
     if recipe.entrypoint in RL_ENTRYPOINTS:
         terms += rl_terms(recipe, hw, params, lay, half)
-    elif recipe.entrypoint == "gnn_coloring":
+    elif entrypoint_of(recipe.entrypoint).workload == "gnn":
         algo = recipe.algorithm
         assert isinstance(algo, GNNColoringAlgorithm)
         nodes, _ = _graph_shape(algo)
         terms.append(_term("activations", b * nodes * (model.hidden_size or 64) * (model.num_layers or 1) * 12 * 4,
                            "train.batch_size", phase="train", batch=True, note="~12 fp32 values per node, layer"))
     elif model.hidden_size and model.num_layers and (model.seq_len or recipe.estimate.tokens_per_sample):
-        fed, loss_tokens = (diffusion_tokens(recipe) if recipe.entrypoint in ("bd3lm", "hdp")
+        fed, loss_tokens = (diffusion_tokens(recipe) if entrypoint_of(recipe.entrypoint).workload == "diffusion"
                             else (recipe.estimate.tokens_per_sample or model.seq_len or 0, model.seq_len or 0))
         terms.append(_activation_term(recipe, hw, fed, b))
         if model.vocab_size:

@@ -26,9 +26,10 @@ from gputrain.planner.parallel import Layout
 from gputrain.planner.workload import Hardware
 from gputrain.planner.workload_rl import rl_shape
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import ModelSpec, Recipe
 
-RL_ENTRYPOINTS = ("grpo_code", "grpo_math", "gdpo")
+RL_ENTRYPOINTS = tuple(name for name, row in ENTRYPOINTS.items() if row.workload == "rl")
 #: bytes per token per layer and per hidden unit (``h`` part, MHA) and per MLP unit (measured, see docstring)
 LAYER_BYTES_H, LAYER_BYTES_KV, LAYER_BYTES_I = 32.0, 4.0, 8.0
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gputrain.contract.hardware import GPUFacts
 from gputrain.planner import physics
+from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 
 
@@ -98,10 +99,9 @@ def supervised(recipe: Recipe, hw: Hardware) -> StepModel:
 def step_model(recipe: Recipe, hw: Hardware) -> StepModel:
     from gputrain.planner import workload_dense, workload_rl
 
-    family = {"grpo_code": workload_rl.rl, "grpo_math": workload_rl.rl, "gdpo": workload_rl.rl,
-              "bd3lm": workload_dense.diffusion, "hdp": workload_dense.diffusion,
-              "gnn_coloring": workload_dense.gnn, "selftest": workload_dense.selftest}
-    model = family.get(recipe.entrypoint, supervised)(recipe, hw)
+    family = {"rl": workload_rl.rl, "diffusion": workload_dense.diffusion, "gnn": workload_dense.gnn,
+              "selftest": workload_dense.selftest}
+    model = family.get(entrypoint_of(recipe.entrypoint).workload, supervised)(recipe, hw)
     bound = peak_bound_seconds(model.flops, hw)
     if bound and model.step_seconds < bound:  # a model bug, never a plan: say so rather than promise it
         raise AssertionError(f"{model.workload} model predicts {model.step_seconds:.3g} s, below the "

@@ -22,6 +22,7 @@ from gputrain.planner import physics
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, global_batch, startup_seconds
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
+from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 
 #: host time to collate one small graph into a batch (tensor concatenation, index offsets), seconds
@@ -42,7 +43,7 @@ def diffusion_tokens(recipe: Recipe) -> tuple[int, int]:
     """(tokens the transformer sees, tokens with a loss and an output head) per sample."""
     algo = recipe.algorithm
     seq = recipe.model.seq_len or 0
-    if recipe.entrypoint == "hdp" and isinstance(algo, DiffusionAlgorithm):
+    if entrypoint_of(recipe.entrypoint).hierarchical and isinstance(algo, DiffusionAlgorithm):
         noised = algo.plan_len + algo.exec_len
         return noised + algo.hdp_length, noised
     return 2 * seq, seq
@@ -73,7 +74,7 @@ def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
                                             if algo.clip_search else 0)
     per_batch = forward * recipe.train.batch_size / (hw.peak * recipe.estimate.mfu)
     out.overhead_seconds = startup_seconds(hw) + evals * eval_batches * per_batch
-    layout = "x_t ⊕ x_0" if recipe.entrypoint != "hdp" else "noised P+E next to clean Q+P+E"
+    layout = "noised P+E next to clean Q+P+E" if entrypoint_of(recipe.entrypoint).hierarchical else "x_t ⊕ x_0"
     masking = "dense scores under the block mask (SDPA)" if dense_attention else "FlexAttention skips masked blocks"
     out.assumptions.append(
         f"diffusion: the transformer sees {fed} tokens per sample ({layout}), loss/head on {loss_tokens}; "

@@ -31,6 +31,7 @@ from gputrain.planner.parallel import layout, rollout_gpus
 from gputrain.planner.vllm_fit import MAX_WAVES, check_share, kv_cache_bytes
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 
 #: a sandboxed program (fresh interpreter, the asserts) takes this long per completion, seconds
@@ -260,7 +261,7 @@ def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape,
     prefill = batch * physics.sequence_forward_flops(recipe.model, s.prompt_pad) / (hw.peak * efficiency(recipe))
     decode = new * _decode_step(recipe, hw, batch, s.prompt_pad + new / 2, "hf")
     score = batch * (SANDBOX_PROGRAM_SECONDS / max(1, algo.sandbox_workers or recipe.resources.cpus_per_gpu)
-                     if recipe.entrypoint == "grpo_code" else CHECK_SECONDS)
+                     if entrypoint_of(recipe.entrypoint).code_reward else CHECK_SECONDS)
     per_eval = prefill + decode + score
     saves = (steps // recipe.train.save_every + 1) if recipe.train.save_every and steps else 0
     per_save = 12 * physics.params_of(recipe.model) / CHECKPOINT_BYTES_PER_S
@@ -295,7 +296,7 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         out.compute_seconds += flops / (hw.peak * efficiency(recipe))
         out.flops += flops * hw.world
     _update(recipe, hw, s, algo, out)
-    if recipe.entrypoint == "grpo_code":
+    if entrypoint_of(recipe.entrypoint).code_reward:
         workers = algo.sandbox_workers or recipe.resources.cpus_per_gpu
         out.phases["reward"] = math.ceil(s.seqs / workers) * SANDBOX_PROGRAM_SECONDS
         out.assumptions.append(f"reward: {s.seqs} sandboxed programs per rank, {workers} at a time, "

@@ -165,21 +165,6 @@ def _load_parent(target: Path, seen: tuple[Path, ...], here: Location) -> Recipe
     return base
 
 
-def extends_chain(path: str | Path) -> list[Path]:
-    """The recipe file and the files it ``extends:``, nearest first: everything a plan of it reads.
-
-    Call it on a recipe that :func:`load_source` accepted (it repeats that walk without the checks).
-    """
-    chain = [Path(path)]
-    while len(chain) <= MAX_EXTENDS:
-        data, _ = parse_yaml(chain[-1].read_text(encoding="utf-8"), str(chain[-1]))
-        parent = data.get("extends") if isinstance(data, dict) else None
-        if not isinstance(parent, str):
-            break
-        chain.append(chain[-1].parent / parent)
-    return chain
-
-
 #: one ``--set`` parsed: the key path, its value, where it came from
 Override = tuple[Key, Any, Location]
 
@@ -325,29 +310,38 @@ def load_recipe(path: str | Path, overrides: Iterable[str] = ()) -> tuple[Recipe
 
 
 def _as_recipe_error(exc: ValidationError, source: RecipeSource) -> RecipeError:
+    """One line for the first error (``(+N more)`` when there are more); ``error.lines`` holds one per error,
+    which ``gputrain validate`` prints in full."""
     errors = exc.errors()
     # An unknown key often causes a "missing" error for the field it misspells; the unknown key (with its
     # "did you mean" hint) is the one worth showing.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    key = tuple(str(p) for p in first["loc"] if p != "[key]")  # a refused dict key: at the key's own line
+    lines = [_error_line(e, source) for e in [first, *(e for e in errors if e is not first)]]
+    more = f" (+{len(errors) - 1} more: `gputrain validate` lists them)" if len(errors) > 1 else ""
+    error = RecipeError(f"{lines[0]}{more}")
+    error.lines = tuple(lines)
+    return error
+
+
+def _error_line(error: Any, source: RecipeSource) -> str:
+    key = tuple(str(p) for p in error["loc"] if p != "[key]")  # a refused dict key: at its own line
     model: type[BaseModel] = Recipe
     loc = key
     entry = source.data.get("entrypoint")
     if key[:1] == ("algorithm",) and len(key) > 1 and isinstance(entry, str) and entry in ENTRYPOINTS:
         model, loc = algorithm_model(entry), key[1:]  # "did you mean" among the entrypoint's own fields
     dotted = ".".join(key) or "(recipe)"
-    if first["type"] == "extra_forbidden":
+    if error["type"] == "extra_forbidden":
         hint = _did_you_mean(model, loc)
         message = f"unknown key {dotted!r}{hint}"
-    elif first["type"] == "missing":
+    elif error["type"] == "missing":
         message = f"missing required field {dotted!r}"
     else:
-        message = f"{dotted}: {first['msg']}"
-        if "input" in first and not isinstance(first["input"], dict | list):
-            got = f"(got {first['input']!r})"
+        message = f"{dotted}: {error['msg']}"
+        if "input" in error and not isinstance(error["input"], dict | list):
+            got = f"(got {error['input']!r})"
             message += "" if got in message else f" {got}"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return RecipeError(f"{source.where(key)}: {message}{more}")
+    return f"{source.where(key)}: {message}"
 
 
 def _did_you_mean(model: type[BaseModel], loc: Key) -> str:

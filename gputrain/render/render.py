@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     import jinja2
 
     from gputrain.contract.plan import JobPlan
-    from gputrain.render.sbatch import SbatchInputs
 
 _NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 #: C0 control characters and DEL: a newline ends a comment or an ``#SBATCH`` line even inside quotes.
@@ -180,19 +179,3 @@ def render_template(name: str, context: Mapping[str, Any]) -> str:
     except jinja2.UndefinedError as exc:
         raise RenderError(f"template {name}: {exc.message}") from None
 
-
-def render_artifacts(
-    plan: JobPlan, job_dir: str | Path | None = None, target: str | None = None, *, sbatch: SbatchInputs | None = None
-) -> dict[str, str]:
-    """Render every script the plan's target needs: ``{file name: text}``.
-
-    The slurm target's script takes ``sbatch`` inputs; without them it is shown as a submission from here and
-    now would write it (:meth:`~gputrain.render.sbatch.SbatchInputs.here`).
-    """
-    target = target or plan.target
-    if target == "slurm":
-        from gputrain.render.sbatch import SbatchInputs, render_sbatch
-
-        return {"job.sbatch": render_sbatch(plan, sbatch or SbatchInputs.here(plan))}
-    context = template_context(plan, job_dir)
-    return {out: render_template(tpl, context) for out, tpl in TARGET_TEMPLATES[target].items()}

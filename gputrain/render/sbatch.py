@@ -125,6 +125,7 @@ class SbatchInputs:
     version: str = __version__
     options: SubmitOptions = field(default_factory=lambda: SubmitOptions())
     array: tuple[int, int | None] | None = None  # a --sweep as one array: (points, at most this many at once)
+    job_dir: str | None = None  # a fixed job folder (a dry run's, for a plain `sbatch`); None: named by the job id
     hf_home: str | None = None
 
     @classmethod
@@ -223,6 +224,7 @@ def sbatch_layout(plan: JobPlan, inputs: SbatchInputs) -> dict[str, Any]:
         "logs_dir": _directive("logs dir", inputs.logs_dir, path=True),
         "workdir": _directive("working dir", inputs.workdir, path=True),
         "stamp": _directive("stamp", inputs.stamp, path=True),
+        "job_dir": _directive("job dir", inputs.job_dir, path=True) if inputs.job_dir else None,
         "python": python_command(plan.cluster, inputs.python),  # words: a container runs it with --nv
         "node_env": node_environment(plan, inputs.hf_home),
         "staged_repos": staged_repos(plan),

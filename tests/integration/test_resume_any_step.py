@@ -1,10 +1,12 @@
-"""Every bundled training, stopped at an epoch's first batch, mid-epoch and at an epoch's last batch, resumes to
-the same numbers as an uninterrupted run, and ends.
+"""Every bundled training, stopped at an exact step, resumes to the same numbers as an uninterrupted run, and ends.
 
-One chain per entrypoint: a reference run, then one job folder run four times on the same plan.
-``GPUTRAIN_STOP_AFTER_STEPS`` stops each of the first three at an exact step (checkpoint, PREEMPTED, exit 75,
-like a preemption); the fourth runs to the end. The logged curves and results must equal the reference's
-bit for bit (the same floats in the JSON lines). One CPU rank each, tiny configurations.
+One chain per entrypoint: a reference run, then one job folder run again after each stop on the same plan.
+``GPUTRAIN_STOP_AFTER_STEPS`` stops each run but the last at an exact step (checkpoint, PREEMPTED, exit 75,
+like a preemption); the last runs to the end. The GNN chain stops at an epoch's first batch, mid-epoch and at
+an epoch's last batch (the sampler position is the state most easily lost); the others once, at an epoch's
+last batch, so the resumed run crosses an epoch boundary: every process start costs seconds (torch,
+transformers), and a further stop of the same kind proves nothing new. The logged curves and results must
+equal the reference's bit for bit (the same floats in the JSON lines). One CPU rank each, tiny configurations.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class Case:
     recipe: str
     module: str
     sets: tuple[str, ...]
-    stops: tuple[int, int, int]  # an epoch's first batch, mid-epoch, an epoch's last batch
+    stops: tuple[int, ...]  # steps the chain is stopped at, in order
     curves: tuple[str, ...]  # metrics that must match the reference at every step
     result: tuple[str, ...]  # result.json keys that must match
     staged: bool = False  # checkpoints through node-local staging (GPUTRAIN_CHECKPOINT_STAGE), as on SuperCloud
@@ -38,7 +40,7 @@ class Case:
 CASES = {
     "selftest": Case("selftest.yaml", "gputrain.train.selftest",
                      ("train.max_steps=6", "algorithm.sizes_mib=[0.01]", "algorithm.iterations=1"),
-                     (1, 3, 6), ("allreduce_ok",), ("steps", "checked_steps")),
+                     (3,), ("allreduce_ok",), ("steps", "checked_steps")),
     "gnn_coloring": Case("gnn_coloring.yaml", "gputrain.train.gnn_coloring",
                          ("data.train_size=64", "data.val_size=16", "train.epochs=3", "train.batch_size=16",
                           "train.log_every=1", "algorithm.dropout=0.1", "algorithm.onnx_export=false",
@@ -47,16 +49,16 @@ CASES = {
     "bd3lm": Case("bd3lm_gsm8k.yaml", "gputrain.train.bd3lm",
                   ("data.train_size=64", "data.val_size=16", "train.max_steps=12", "train.log_every=1",
                    "train.eval_every=6", "train.save_every=1000"),
-                  (5, 6, 8), ("loss",), ()),
+                  (8,), ("loss",), ()),
     "gdpo": Case("gdpo_deepscaler.yaml", "gputrain.train.gdpo",
                  ("data.train_size=64", "train.max_steps=8", "train.eval_every=4", "train.save_every=1000",
                   "algorithm.max_completion_length=4", "algorithm.length_budget=3", "algorithm.num_generations=4",
                   "train.log_every=1"),
-                 (5, 6, 8), ("loss", "reward"), ()),
+                 (8,), ("loss", "reward"), ()),
 }
 
 #: the same chain with checkpoints staged on "node-local" disk and copied in the background
-CASES["gnn_coloring, staged"] = replace(CASES["gnn_coloring"], staged=True)
+CASES["gnn_coloring, staged"] = replace(CASES["gnn_coloring"], staged=True, stops=(6,))
 
 
 def _plan(case: Case, path: Path) -> None:

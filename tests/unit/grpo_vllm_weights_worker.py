@@ -59,7 +59,7 @@ def main() -> None:
     out["fsdp_checkpoint_wrapped"] = _compare(list(iter_full_weights(wrapped)), reference)
 
     Path(os.environ["GRPO_VLLM_OUT"], f"rank{rank}.json").write_text(json.dumps(out))
-    dist.barrier()  # without it the gloo teardown sometimes aborts (shared/NOTES.md)
+    dist.barrier()  # without it the gloo teardown sometimes aborts (SIGABRT)
     dist.destroy_process_group()
 
 

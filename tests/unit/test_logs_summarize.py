@@ -225,3 +225,30 @@ def test_a_trainings_flags_are_warning_rows_of_the_text_summary(tmp_path: Path) 
     assert any(line.split()[:1] == ["warning"] and flag in line for line in text.splitlines()), text
     (tmp_path / "result.json").write_text(json.dumps({"steps": 1, "flags": []}))
     assert "warning" not in render_text(summarize(tmp_path, final=True, exit_code=0))
+
+
+_TORCHRUN_ON_SIGTERM = """\
+[rank0]: step 3 loss 0.5
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/site-packages/torch/distributed/run.py", line 936, in main
+    run(args)
+  File "/usr/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py", line 86, in _terminate
+    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
+torch.distributed.elastic.multiprocessing.api.SignalException: Process 8025 got signal: 15
+"""
+
+
+def test_a_cancelled_job_summary_reads_as_a_cancel_not_a_crash(tmp_path: Path) -> None:
+    """#31.3: torchrun dies of the cancel's SIGTERM (exit 1, SignalException); the summary says who cancelled
+    it, with no crash cause, remedy or launcher traceback."""
+    from gputrain.doctor.remedy import prescribe
+
+    (tmp_path / "training_output.log").write_text(_TORCHRUN_ON_SIGTERM)
+    (tmp_path / "CANCELLED").write_text('{"by": "SIGINT", "time": 0}\n')
+    summary = summarize(tmp_path, final=True, exit_code=1)
+    text = (tmp_path / "job_summary.txt").read_text()
+    assert summary["state"] == "CANCELLED" and summary["cause"] == "cancelled"
+    assert "cancelled by the user (SIGINT)" in text.splitlines()[0]
+    for crash in ("exited with code", "non-zero exit code", "traceback", "SignalException", "exit 1"):
+        assert crash not in text, text
+    assert summary["traceback"] is None and prescribe(summary, None) is None

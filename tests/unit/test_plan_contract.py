@@ -46,7 +46,7 @@ def test_plan_of_another_schema_version_is_one_line_naming_both(tmp_path: Path) 
     ("not json", r"not a gputrain plan \(not JSON"),
     ("[1, 2]", r"not a gputrain plan \(a JSON list"),
     ('{"steps": 3}', r"not a gputrain plan \(no schema_version\)"),
-    ('{"config": {"train": {}}}', "schema version 0"),
+    ('{"config": {"train": {}}}', r"not a gputrain plan \(no schema_version\)"),  # a pre-contract plan
 ])
 def test_non_plan_files_are_one_line_errors(tmp_path: Path, text: str, expected: str) -> None:
     path = tmp_path / "plan.json"

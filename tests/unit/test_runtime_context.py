@@ -39,8 +39,11 @@ def test_missing_or_foreign_plan_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(GputrainError, match="not a gputrain plan"):
         setup_run(["--plan", str(tmp_path / "x.json")])
     (tmp_path / "old.json").write_text(json.dumps({"config": {"train": {"batch_size": 4}}}))
-    with pytest.raises(GputrainError, match=f"schema version 0 .* reads version {SCHEMA_VERSION}"):
+    with pytest.raises(GputrainError, match="not a gputrain plan"):
         setup_run(["--plan", str(tmp_path / "old.json")])
+    (tmp_path / "next.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
+    with pytest.raises(GputrainError, match=f"schema version {SCHEMA_VERSION + 1}.* reads version {SCHEMA_VERSION}"):
+        setup_run(["--plan", str(tmp_path / "next.json")])
 
 
 def test_context_reads_the_typed_plan_and_defaults_job_dir_to_plan_folder(tmp_path: Path) -> None:
@@ -125,3 +128,18 @@ def test_eval_loader_holds_this_ranks_share_unpadded(tmp_path: Path) -> None:
         assert [int(x) for batch in loader for x in batch] == [1, 3, 5]
     finally:
         ctx.close()
+
+
+def test_a_cancelled_job_checkpoints_but_leaves_only_its_cancelled_marker(tmp_path: Path) -> None:
+    """gputrain cancel writes CANCELLED before its SIGTERM: the runtime still saves, but never claims a
+    preemption as well (one end-state marker per job folder)."""
+    job = tmp_path / "job"
+    ctx = setup_run(["--plan", str(_plan(tmp_path)), "--job-dir", str(job)])
+    (job / "CANCELLED").write_text('{"by": "gputrain cancel"}\n')
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert ctx.should_stop()
+    with pytest.raises(SystemExit) as exc:
+        ctx.exit_for_requeue(7, {"model": torch.nn.Linear(2, 1)})
+    assert exc.value.code != 0
+    assert sorted(p.name for p in job.iterdir() if p.name.isupper()) == ["CANCELLED"]
+    assert (job / "checkpoints" / "step_00000007" / "meta.json").is_file()

@@ -65,3 +65,14 @@ def test_bad_sweep_is_one_line_and_writes_nothing(lab: Path, spec: str, message:
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().startswith("error:") and message in out.stderr, out.stderr
     assert not (lab / "logs").exists()  # the valid first point was not written either
+
+
+def test_a_dry_runs_script_names_its_own_folder_so_sbatch_can_run_it(lab: Path) -> None:
+    """#31.2: the dry run's folder is the one its --output and $JOB_DIR name (a plain `sbatch` of it works)."""
+    out = run_cli(lab, "submit", "mine.yaml", "--cluster", "lab", "--dry-run", "--json")
+    assert out.returncode == 0, out.stderr
+    job_dir = Path(json.loads(out.stdout)["job_dir"])
+    script = (job_dir / "job.sbatch").read_text()
+    assert f"#SBATCH --output={job_dir}/training_output.log\n" in script
+    assert f"\nJOB_DIR={job_dir}\n" in script and "SLURM_JOB_ID}\"_" not in script
+    assert "submit it with sbatch" not in run_cli(lab, "submit", "mine.yaml", "--cluster", "lab", "--dry-run").stdout

@@ -1,35 +1,81 @@
-"""RunPod as a row of the backend table: status, cancel (terminate the pod) and logs of ``runpod up`` jobs.
+"""RunPod as a row of the backend table: submit + follow (``gputrain runpod up``), status, cancel (terminate
+the pod) and logs.
 
-A RunPod job is submitted by ``gputrain runpod up`` (it plans, creates the pod, uploads, trains over ssh and
-downloads in one supervised command), which records it in the registry like any job; from then on
-``gputrain jobs/status/cancel/logs`` treat it as they treat the others. The registry knows its state; the
-API is asked only for what the registry cannot know (is the pod still there).
+A RunPod job runs attached: :meth:`RunPodBackend.submit` names the job (its pod name), and
+:meth:`RunPodBackend.follow` drives the supervised session of :mod:`~gputrain.backends.runpod.up` (create
+the pod, upload, train over ssh, download, terminate), which records it in the registry like any job; from
+then on ``gputrain jobs/status/cancel/logs`` treat it as they treat the others. A dry run writes the Docker
+build context into a job folder. The registry knows its state; the API is asked only for what the registry
+cannot know (is the pod still there).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
-from gputrain.backends.base import Backend, JobStatus, Submission
+from gputrain.backends.base import Backend, JobRequest, JobStatus, Submission
 from gputrain.errors import GputrainError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRegistry
 
 if TYPE_CHECKING:
-    from gputrain.contract.plan import JobPlan
+    from gputrain.backends.runpod.up import UpOptions
     from gputrain.registry.store import JobRecord
 
 
 class RunPodBackend(Backend):
+    """``up``: the pod's options (image, disk, cloud, timeouts ...) of ``gputrain runpod up``."""
+
     name = "runpod"
+    plan_target = "docker"
 
-    def __init__(self, registry: JobRegistry | None = None) -> None:
+    def __init__(self, registry: JobRegistry | None = None, *, up: UpOptions | None = None) -> None:
         self.registry = registry or JobRegistry()
+        self.up = up
 
-    def submit(self, plan: JobPlan, *, logs_dir: Path, dry_run: bool = False) -> Submission:
-        raise UserError("a RunPod job starts with `gputrain runpod up RECIPE --gpu GPU --image IMAGE` (it creates "
-                        "the pod, trains over ssh and brings the job folder back); `gputrain plan --target docker "
-                        "--out DIR` writes its image")
+    def submit(self, request: JobRequest) -> Submission:
+        """Name the run (its pod name); :meth:`follow` creates the pod and drives it. A dry run writes the
+        image's build context and run scripts into a job folder."""
+        if request.dry_run:
+            from gputrain.backends.runpod.bundle import write_bundle
+
+            stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+            job_dir = Path(request.logs_dir).absolute() / f"{request.plan.recipe.name}_job_dryrun_{stamp}"
+            write_bundle(request.plan, job_dir)
+            return Submission(job_id="dry-run", job_dir=job_dir, script="", dry_run=True)
+        if self.up is None:
+            raise UserError("a RunPod job needs its pod's options: `gputrain runpod up RECIPE --gpu GPU --image "
+                            "IMAGE` (`gputrain docker RECIPE --gpu GPU` writes the image)")
+        import dataclasses
+
+        from gputrain.backends.runpod.api import load_api_key
+        from gputrain.backends.runpod.owner import run_pod_name
+        from gputrain.backends.runpod.pods import pod_name
+        from gputrain.backends.runpod.up import Up
+
+        load_api_key()  # no key: one line before anything is named or written
+        plan = request.plan
+        runner = Up(dataclasses.replace(self.up, plan=plan, logs_dir=Path(request.logs_dir)))
+        base = pod_name(plan.recipe.name, plan.gpu.name, plan.gpus_per_node, self.up.image,
+                        plan.resolved_recipe_data())
+        name = self.up.name or ("" if self.up.attach else run_pod_name(base, runner.run_id))
+        return Submission(job_id=name, job_dir=Path(request.logs_dir), script="", extra={"runner": runner})
+
+    def follow(self, sub: Submission, *, echo: IO[str] | None = None, poll_s: float = 2.0) -> int:
+        """Create the pod, train, download and terminate (the supervised session); the outcome is kept in
+        ``sub.extra["outcome"]``. A job this process did not start is watched like any other."""
+        from gputrain.backends.runpod.up import Up
+
+        runner = sub.extra.get("runner")
+        if not isinstance(runner, Up):
+            return super().follow(sub, echo=echo, poll_s=poll_s)
+        outcome = runner.go()
+        sub.extra["outcome"] = outcome
+        record = self.registry.find(sub.job_id) if sub.job_id else None
+        if record is not None and record.job_dir:
+            sub.job_dir = Path(record.job_dir)
+        return outcome.exit_code if outcome.exit_code is not None else 1
 
     def status(self, job_id: str) -> JobStatus:
         rec = self.registry.get(job_id)

@@ -75,6 +75,7 @@ class UpOptions:
     stop_grace_s: float = 30.0
     log_idle_s: float = 3.0
     keepalive_s: int = 15
+    plan: Any = None  # the JobPlan already made for the run (gputrain.cli.launch); None: plan it here
 
 
 class Up:
@@ -99,8 +100,8 @@ class Up:
         if opts.name is not None:
             safe_name(opts.name, "--name")
         api_key = load_api_key()
-        first = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
-                          overrides=opts.overrides, target="docker")
+        first = opts.plan or make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
+                                       overrides=opts.overrides, target="docker")
         from gputrain.recipe.plan_only import refuse_plan_only
 
         refuse_plan_only(first.recipe)

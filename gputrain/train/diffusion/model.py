@@ -46,12 +46,6 @@ class DiTConfig:
     dropout: float = 0.0
     time_conditioning: bool = False
 
-    def num_params(self) -> int:
-        """Parameters of the transformer blocks and the embedding (the head shares nothing)."""
-        d = self.hidden_size
-        per_layer = 4 * d * d + 2 * self.mlp_ratio * d * d + self.cond_dim * 6 * d
-        return self.num_layers * per_layer + 2 * self.vocab_size * d
-
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
     inv = 1.0 / (base ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim))

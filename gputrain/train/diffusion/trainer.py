@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from gputrain.atomic import write_atomic
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.schema import ModelSpec
@@ -44,7 +45,6 @@ from gputrain.train.diffusion.objective import Layout, real_mean, segment_means
 from gputrain.train.diffusion.sampler import sample
 from gputrain.train.diffusion.schedule import LogLinearSchedule
 from gputrain.train.runtime import RunContext, required
-from gputrain.train.runtime.checkpoint import atomic_write_text
 from gputrain.train.runtime.schedule import lr_factor
 
 
@@ -253,7 +253,7 @@ def write_samples(ctx: RunContext, task: Task, model: torch.nn.Module, tok: Toke
                      first_hitting=algo.first_hitting, nucleus_p=algo.nucleus_p, eos_id=tok.eos_id)
     records = [task.describe(tok, ids, row) for ids, row in zip(out.tolist(), rows, strict=True)]
     lines = "".join(json.dumps(r) + "\n" for r in records)
-    atomic_write_text(ctx.job_dir / "samples.jsonl", lines)
+    write_atomic(ctx.job_dir / "samples.jsonl", lines)
     stats = {"samples": float(k), "sample_answer_accuracy": sum(bool(r.get("correct")) for r in records) / k}
     ctx.print0(f"[{task.name}] wrote {k} samples to {ctx.job_dir / 'samples.jsonl'}")
     return stats

@@ -1,7 +1,7 @@
 """ONNX export of the colouring network with dynamic node and edge counts, checked with onnxruntime.
 
 Uses the dynamo exporter (``dynamo=True``; the legacy one writes ``index_add_`` as a scatter without
-reduction, so duplicate destinations overwrite each other, NOTES.md) and exports the sorted-segment
+reduction, so duplicate destinations overwrite each other: |Δ| up to 8 measured) and exports the sorted-segment
 aggregation, so the graph has no ``ScatterND`` (``aggregate.py``). The check runs onnxruntime with its
 default session options (all intra-op threads: where the scatter raced) several times on a graph of
 ``onnx_check_nodes`` nodes, a size the export never saw, with an isolated node, against torch's logits.

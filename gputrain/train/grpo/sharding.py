@@ -1,7 +1,7 @@
 """Data parallelism for the policy: DDP, or FSDP2 (torch's ``fully_shard``) that really shards, on CPU too.
 
 Why ``fully_shard`` and not accelerate: accelerate's FSDP plugin silently falls back to DDP on CPU, so a
-CPU test of it proves nothing (shared/NOTES.md). Here every decoder layer and then the root are sharded
+CPU test of it proves nothing (measured: no DTensor shards). Here every decoder layer and then the root are sharded
 over a 1-D device mesh; :func:`sharding_report` checks that parameters really are DTensors whose local
 shard is smaller than the whole, and the trainer writes that into the summary (``strategy_in_effect``).
 

@@ -31,7 +31,7 @@ token at the end of ``token_ids``, so the completion mask includes it as HF's do
 
 Why not TRL's ``VLLMGeneration``: it needs an accelerate ``Accelerator`` and reads the sharding from
 ``accelerator.state``. This core shards with torch's ``fully_shard`` directly (accelerate's FSDP plugin does
-not shard on CPU, ``shared/NOTES.md``), so TRL's class would see "no FSDP" and hand vLLM each rank's local
+not shard on CPU), so TRL's class would see "no FSDP" and hand vLLM each rank's local
 DTensor shard instead of the full weight. It also builds the engine from ``model.name_or_path``, which is
 empty for the config-built tiny model. What it does well is followed here: external launcher, per-rank seed,
 parameter-by-parameter gathering, prefix-cache reset, sleep level 2 with ``wake_up(tags=...)``.

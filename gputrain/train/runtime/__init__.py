@@ -57,7 +57,7 @@ without one draws from the global RNG on every ``iter()``, which breaks bit-exac
 ``autocast()``, ``scaler`` (a disabled GradScaler unless fp16), ``optimizer_step``, ``wrap_ddp``,
 ``compile``, ``seed_per_rank``, ``should_stop()``, ``exit_for_requeue(step, state)``,
 ``all_reduce_mean(**values)``, ``barrier()``, ``write_json``, ``close()`` (barrier before
-destroy_process_group: NOTES.md trap).
+destroy_process_group: without it gloo runs sometimes abort at exit).
 
 Rules the runtime relies on: ``checkpoints.save``, ``should_stop``, ``exit_for_requeue``,
 ``all_reduce_mean`` and ``barrier`` are collectives (every rank calls them at the same point).

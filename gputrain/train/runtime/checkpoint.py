@@ -105,10 +105,6 @@ def load_tensors(path: Path, map_location: str | torch.device = "cpu") -> Any:
                                f"data, and unpickling them could run code ({what.strip()[:200]})") from None
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    write_atomic(path, text)
-
-
 def unwrap(module: Any) -> Any:
     """The bare module behind DDP (``.module``) and torch.compile (``._orig_mod``)."""
     while True:
@@ -277,7 +273,7 @@ class CheckpointManager:
         final = self.root / f"{_PREFIX}{step:08d}"
         if self.rank == 0:
             meta = {"step": step, "world_size": self.world_size, "time": time.time()}
-            atomic_write_text(tmp / "meta.json", json.dumps(meta) + "\n")
+            write_atomic(tmp / "meta.json", json.dumps(meta) + "\n")
             _fsync_dir(tmp)
             old = self.root / f"{_OLD}{final.name}"
             if final.exists():

@@ -23,12 +23,14 @@ from typing import Any, NoReturn, TypeVar
 import torch
 from pydantic import BaseModel
 
+from gputrain.atomic import write_atomic
+from gputrain.contract.jobstate import CANCELLED_MARKER
 from gputrain.contract.plan import JobPlan, load_job_plan
 from gputrain.errors import GputrainError
 from gputrain.recipe.schema import Recipe
 from gputrain.train.runtime import dist as rdist
 from gputrain.train.runtime import perf
-from gputrain.train.runtime.checkpoint import CheckpointManager, atomic_write_text, checkpoint_stage
+from gputrain.train.runtime.checkpoint import CheckpointManager, checkpoint_stage
 from gputrain.train.runtime.metrics import Metrics
 from gputrain.train.runtime.precision import Precision, make_precision, maybe_compile
 from gputrain.train.runtime.signals import PREEMPTED_FILE, REQUEUE_EXIT_CODE, PreemptionFlag
@@ -204,16 +206,21 @@ class RunContext:
         rdist.barrier()
 
     def exit_for_requeue(self, step: int, state: dict[str, Any], rank_state: Any = None) -> NoReturn:
-        """Checkpoint on all ranks, write PREEMPTED (rank 0), close, exit 75 so the job gets requeued."""
+        """Checkpoint on all ranks, write PREEMPTED (rank 0), close, exit 75 so the job gets requeued.
+
+        A job its user cancelled (the launcher wrote CANCELLED before its signal) is checkpointed too, but
+        gets no PREEMPTED beside its CANCELLED: one end-state marker per job folder, and no requeue."""
         self.print0(f"[runtime] stop requested ({self.preemption.signal_name or 'peer'}): saving step {step}")
         started = time.monotonic()
         self.checkpoints.save(step, state, rank_state=rank_state, wait=True)  # on the shared disk before exit
         seconds = time.monotonic() - started
-        if self.is_main:
+        if (self.job_dir / CANCELLED_MARKER).is_file():
+            self.print0(f"[runtime] cancelled at step {step}: checkpoint saved in {seconds:.1f}s")
+        elif self.is_main:
             info = {"step": step, "signal": self.preemption.signal_name or "peer",
                     "cause": self.preemption.cause or "signal", "save_seconds": round(seconds, 3),
                     "time": time.time()}
-            atomic_write_text(self.job_dir / PREEMPTED_FILE, json.dumps(info) + "\n")
+            write_atomic(self.job_dir / PREEMPTED_FILE, json.dumps(info) + "\n")
             self.print0(f"[runtime] preempted at step {step} ({info['signal']}): checkpoint saved in "
                         f"{seconds:.1f}s, exit 75")
         self.close()
@@ -223,7 +230,7 @@ class RunContext:
         """Rank 0 writes ``<job_dir>/<name>`` atomically (result.json and friends)."""
         path = self.job_dir / name
         if self.is_main:
-            atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+            write_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
         return path
 
     def close(self) -> None:

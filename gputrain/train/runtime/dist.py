@@ -2,9 +2,9 @@
 
 torchrun exports RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT. A bare ``srun python -m ...`` only
 exports SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID; those are mapped onto the torchrun names, and then
-MASTER_ADDR/MASTER_PORT must come from the job script (Slurm node names do not always resolve, see
-NOTES.md). A single process without any of these runs with ``world_size == 1`` and no process group, so
-every collective helper here is a no-op in that case.
+MASTER_ADDR/MASTER_PORT must come from the job script (Slurm node names do not always resolve, e.g. the
+``n1``/``n2`` of a one-host testbed). A single process without any of these runs with ``world_size == 1`` and
+no process group, so every collective helper here is a no-op in that case.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def all_reduce_mean(values: dict[str, float], device: torch.device) -> dict[str,
 
 
 def shutdown() -> None:
-    """Barrier, then destroy: without the barrier gloo runs sometimes abort at exit (NOTES.md)."""
+    """Barrier, then destroy: without the barrier gloo runs sometimes abort at exit (2 of 7 runs, SIGABRT)."""
     if is_dist():
         try:
             dist.barrier()

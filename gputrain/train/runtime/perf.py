@@ -76,12 +76,12 @@ def measure(log: PerfLog, device: torch.device, world_size: int) -> MeasuredPerf
 
 
 def record(log: PerfLog, device: torch.device, world_size: int, job_dir: Any, metrics: Any, is_main: bool) -> None:
-    from gputrain.train.runtime.checkpoint import atomic_write_text
+    from gputrain.atomic import write_atomic
 
     perf = measure(log, device, world_size)
     if not is_main:
         return
-    atomic_write_text(job_dir / PERF_FILE, perf.model_dump_json(indent=2) + "\n")
+    write_atomic(job_dir / PERF_FILE, perf.model_dump_json(indent=2) + "\n")
     last = log.stamps[-1][0] if log.stamps else 0
     numbers = {f"perf/{k}": v for k, v in (("step_seconds", perf.step_seconds),
                                            ("peak_memory_gib", perf.peak_memory_gib)) if v is not None}
