@@ -12,8 +12,9 @@ still null for one poll → RUNNING with ``ssh.direct`` pointing at the loopback
 ``fail_next`` (any status, optional Retry-After, or a dropped connection), ``no_capacity`` (clouds or data
 centres refused with RunPod's capacity message) and ``mode`` ("normal", "error": the pod goes to ERROR,
 "never_ready": the pod stays STARTING, "stuck_provisioning": it never leaves PROVISIONING); ``evict``
-takes a running pod away (EXITED, which the ``start`` action brings back with its volume, or TERMINATED). Each pod has a container log (``container_log``, served by the
-logs endpoint as Server-Sent Events); an ERROR pod's ends with :data:`ERROR_LOG_LINE`.
+takes a running pod away (EXITED, which the ``start`` action brings back with its volume, or TERMINATED).
+Each pod has a container log (``container_log``, served by the logs endpoint as Server-Sent Events); an
+ERROR pod's ends with :data:`ERROR_LOG_LINE`.
 
 The sshd can be made to misbehave like a network: :meth:`LoopbackSshd.drop_connections` cuts every open
 session, :meth:`LoopbackSshd.pause`/``resume`` stall new connections (SIGSTOP/SIGCONT of the listener),
