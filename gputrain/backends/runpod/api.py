@@ -246,6 +246,10 @@ class RunPodClient:
             f"`gputrain runpod down {name}` if it shows up"
         )
 
+    def start_pod(self, pod_id: str) -> None:
+        """Start a stopped (EXITED) pod again; its volume is still there, its container disk is not."""
+        self._json("POST", f"/v2/pods/{pod_id}/action", what=f"start pod {pod_id}", json={"action": "start"})
+
     def delete_pod(self, pod_id: str) -> bool:
         """Terminate a pod. True when this call deleted it, False when it was already gone (404)."""
         try:

@@ -145,6 +145,7 @@ def create_body(
     cloud: str,
     data_centers: list[str] | None,
     min_cuda: str | None,
+    volume_path: str = "/workspace",
 ) -> dict[str, Any]:
     """The CreatePodRequest body. The per-run public key rides in ``PUBLIC_KEY``, which the image's entry
     script (templates/run.sh.j2) installs before starting sshd; secrets never go into ``env``."""
@@ -161,7 +162,7 @@ def create_body(
         "env": {**env, "PUBLIC_KEY": public_key},
     }
     if volume_gb:
-        body["mounts"] = {"persistent": {"size": max(10, volume_gb), "path": "/workspace"}}
+        body["mounts"] = {"persistent": {"size": max(10, volume_gb), "path": volume_path}}
     if data_centers:
         body["dataCenterIds"] = list(data_centers)
     return body
