@@ -382,8 +382,8 @@ class _Handler(BaseHTTPRequestHandler):
                 send(204)
                 return
             if sub == "action" and method == "POST" and body == {"action": "start"} and pod["status"] == "EXITED":
-                pod.update(status="STARTING", cost=self.cost_per_hour, actions=["stop", "terminate"])
-                self.polls[pod_id] = 1  # RUNNING on the next poll, ssh one poll later
+                pod.update(status="STARTING", cost=fake.cost_per_hour, actions=["stop", "terminate"])
+                fake.polls[pod_id] = 1  # RUNNING on the next poll, ssh one poll later
                 send(200, _public(pod))
                 return
             streaming = sub == "logs" and method == "GET"

@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -239,6 +239,7 @@ class PodRun:
             try:
                 pod = self.client.get_pod(self.pod.id)
             except RunPodNotFound:
+                self.pod, self.evicted = replace(self.pod, status="TERMINATED"), True  # nothing left to salvage
                 raise TrainingLost(f"pod {self.pod.id} is gone (terminated outside this run)") from None
             except RunPodError as exc:
                 self.say(f"RunPod API not reachable ({exc.message}); still trying")
