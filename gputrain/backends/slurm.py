@@ -43,6 +43,11 @@ if TYPE_CHECKING:
 _TIMEOUT_S = 90.0
 
 
+_NEVER_RUNS = ("allocation failure", "requested node configuration is not available", "node count specification",
+               "memory specification", "more processors requested than permitted", "partition node limit",
+               "requested time limit is invalid", "invalid generic resource")
+
+
 def run_slurm(args: list[str], *, check: bool = False) -> subprocess.CompletedProcess[str]:
     """Run one Slurm client command; a missing binary or a hang becomes a one-line ClusterError."""
     if shutil.which(args[0]) is None:
@@ -226,6 +231,7 @@ class SlurmBackend(Backend):
         self._gres_ok.add((cluster.get("partition"), gres))
 
     def _sbatch_held(self, script: Path, job: PreparedJob) -> str:
+        self._test_only(script, job)
         proc = run_slurm(["sbatch", "--parsable", "--hold", str(script)])
         if proc.returncode == 0:
             return parse_sbatch_id(proc.stdout)
@@ -234,6 +240,26 @@ class SlurmBackend(Backend):
             proc.stderr or proc.stdout, partition=cluster.get("partition"), gres=self._gres(job),
             cluster=cluster.get("name", "?"), gres_ok=True,
         ))
+
+    def _test_only(self, script: Path, job: PreparedJob) -> None:
+        """A held submission is accepted even when it can never run (``--mem=900G``, more nodes than the
+        partition has): it would pend for ever on BadConstraints/PartitionNodeLimit. ``sbatch --test-only``
+        asks the controller to place it without submitting; a refusal is the user's to fix (exit 2), with
+        Slurm's own words. Anything else (controller unreachable) is left to the real submission to report."""
+        proc = run_slurm(["sbatch", "--test-only", str(script)])
+        if proc.returncode == 0:
+            return
+        text = " ".join((proc.stderr or proc.stdout).split())
+        low = text.lower()
+        if not any(k in low for k in _NEVER_RUNS):
+            return
+        cluster = job.cluster
+        slurm_says = text.removeprefix("sbatch: error: ").removeprefix("allocation failure: ")[:160]
+        hint = explain_sbatch_error(text, partition=cluster.get("partition"), gres=self._gres(job),
+                                    cluster=cluster.get("name", "?"), gres_ok=True)
+        raise ClusterError(f"Slurm would never run this job (sbatch --test-only: {slurm_says}); nothing was "
+                           f"submitted: {hint} (nodes, memory_gb, gpus, and sbatch_extra in cluster profile "
+                           f"{cluster.get('name', '?')!r})", exit_code=2)
 
     @staticmethod
     def _record(job_id: str, job_dir: Path, job: PreparedJob) -> JobRecord:
