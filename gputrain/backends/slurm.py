@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -299,6 +300,8 @@ class SlurmBackend(Backend):
         state, reason = job.state, job.reason
         if state == jobstate.CANCELLED and job.exit_code == 0:
             job.exit_code = None  # cancelled before it ran: Slurm's "0:0" is no exit code of the job's
+        if state == jobstate.REQUEUED or (state == jobstate.PENDING and job.restarts):
+            reason = node_failure(record.job_dir if record is not None else None) or reason
         if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
             markers = jobstate.markers_in(record.job_dir if record is not None else None)
             ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))
@@ -329,7 +332,8 @@ class SlurmBackend(Backend):
                 state = seen.state
                 if state == jobstate.PENDING and int((rec.extra or {}).get("restarts") or 0) > 0:
                     state = jobstate.REQUEUED
-                updated[rec.job_id] = self.registry.update(rec.job_id, state=state, extra={"reason": seen.reason})
+                reason = (node_failure(rec.job_dir) if state == jobstate.REQUEUED else None) or seen.reason
+                updated[rec.job_id] = self.registry.update(rec.job_id, state=state, extra={"reason": reason})
                 continue
             st = self.status(rec.job_id)  # ended (or gone from squeue): the exit code needs scontrol/sacct
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
@@ -361,3 +365,30 @@ class SlurmBackend(Backend):
             raise ClusterError(_one_line("scancel", proc.stderr))
         self.registry.update(job_id, state=jobstate.CANCELLED, extra={"cancelled_by": getpass.getuser()})
         return jobstate.CANCELLED
+
+
+_NODE_FAIL = re.compile(rb"\*\*\* JOB (\d+) ON (\S+) CANCELLED AT (\S+) DUE TO NODE FAILURE")
+
+
+def node_failure(job_dir: str | None) -> str | None:
+    """Why a requeued job waits, when a node failed under it: Slurm's own reason then is only "BeginTime"
+    and the job record forgets its nodes, but slurmstepd wrote ``*** JOB 14 ON n2 CANCELLED AT … DUE TO NODE
+    FAILURE ***`` into the job's log (opened in append mode), so the newest such line names the node."""
+    if not job_dir:
+        return None
+    found: re.Match[bytes] | None = None
+    for log in sorted(Path(job_dir).glob("*.log")):
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(max(0, log.stat().st_size - 262144))
+                matches = list(_NODE_FAIL.finditer(fh.read()))
+            found = matches[-1] if matches else None
+        except OSError:
+            continue
+        if found is not None:
+            break
+    if found is None:
+        return None
+    node, when = found.group(2).decode(errors="replace"), found.group(3).decode(errors="replace")
+    return (f"NODE_FAIL: node {node} failed at {when} and Slurm requeued the job (it resumes from its newest "
+            f"checkpoint when it starts again); `scontrol show node {node}` says why")

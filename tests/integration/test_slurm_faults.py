@@ -1,11 +1,14 @@
-"""Slurm faults from the field (#30 points 15, 16) on the real 2-node testbed.
+"""Slurm faults from the field (#30 points 15, 16, 17) on the real 2-node testbed.
 
 - a job Slurm accepts but can never run (``sbatch_extra: --mem=900G``; more nodes than the partition has)
   is refused before submission with Slurm's own reason (``sbatch --test-only``), exit 2, nothing queued or
   registered;
 - with the controller unreachable (this process's ``SLURM_CONF`` points at a port nothing listens on, so the
   shared testbed is not stopped), ``logs`` of a job the registry still calls PENDING shows the job's output
-  instead of "PENDING: no output yet".
+  instead of "PENDING: no output yet";
+- a node that fails under a running job (``scontrol update nodename=<its node> state=down reason=...``; the
+  testbed's ``ReturnToService=2`` brings it back at once, and the test resumes it in any case): ``status``
+  names NODE_FAIL and the node, not only REQUEUED/BeginTime.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ tb_huge_mem:
   memory_gb: 1
   cpus_per_gpu: 1
   sbatch_extra: ["--mem=900G"]
+tb_slow:
+  gpu: V100-32GB
+  gpus_per_node: 2
+  gres_type: volta
+  partition: debug
+  memory_gb: 1
+  cpus_per_gpu: 1
+  setup: ["echo set-up starts", "sleep 300"]
 tb_plain:
   gpu: V100-32GB
   gpus_per_node: 2
@@ -95,3 +106,40 @@ def test_logs_shows_output_while_the_controller_is_down_and_the_registry_says_pe
         assert proc.returncode == 0 and first in proc.stdout, proc.stderr
     finally:
         subprocess.run(["scancel", job_id], check=False, timeout=30)
+
+
+def _job_field(job_id: str, field: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True,
+                         timeout=30).stdout
+    return next((w.split("=", 1)[1] for w in out.split() if w.startswith(f"{field}=")), "")
+
+
+@pytest.mark.slow
+def test_a_node_failing_under_a_running_job_is_named_in_status(profiles: Path) -> None:
+    import json
+
+    out = json.loads(gt(profiles, "submit", str(RECIPE), "--cluster", "tb_slow", "--gpu", "cpu", "--gpus", "1",
+                        "--json").stdout)
+    job_id, job_dir = out["job_id"], Path(out["job_dir"])
+    node = ""
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (_job_field(job_id, "JobState") == "RUNNING"
+                                                   and (node := _job_field(job_id, "NodeList"))):
+            time.sleep(1)
+        assert node, f"job {job_id} never ran"
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=gputrain-test-node-fail"],
+                       check=True, timeout=30)
+        log = job_dir / "training_output.log"
+        while time.monotonic() < deadline and "DUE TO NODE FAILURE" not in log.read_text(errors="replace"):
+            time.sleep(0.5)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout=30,
+                       capture_output=True)
+        info = json.loads(gt(profiles, "status", job_id, "--json").stdout)
+        assert info["state"] == "REQUEUED", info
+        assert "NODE_FAIL" in info["reason"] and f"node {node}" in info["reason"], info
+    finally:
+        subprocess.run(["scancel", job_id], check=False, timeout=30)
+        if node:
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout=30,
+                           capture_output=True)
