@@ -67,6 +67,8 @@ def up(
                                       "create answer was lost before giving up on it", min=0),
     yes: bool = typer.Option(False, "--yes", "-y", help="create the pod without asking (required when stdin "
                              "is not a terminal)"),
+    retry: int = typer.Option(0, "--retry", help="relaunch an evicted pod's run this many times, each on a new "
+                              "pod from the newest salvaged checkpoint", min=0),
 ) -> None:
     """Create a pod, train on it detached, download the results and terminate it.
 
@@ -95,7 +97,7 @@ def up(
         cloud=cloud, data_centers=list(data_center), other_cloud=other_cloud, cpu_flavor=cpu_flavor, keep=keep,
         ready_timeout_s=ready_timeout, poll_s=poll, overrides=list(set_), logs_dir=logs_dir,
         remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name, attach=attach_, reconnect_s=reconnect,
-        salvage_s=salvage, keepalive_s=keepalive, lost_create_s=lost_create,
+        salvage_s=salvage, keepalive_s=keepalive, lost_create_s=lost_create, retry=retry,
     )
     _exit_for(Up(opts, confirm=None if yes or attach_ else _ask).go(), logs_dir)
 

@@ -6,7 +6,8 @@ traceback, no pod left live and no half-written file. How each fault is made:
   ``--lost-create-timeout`` keeps the search short;
 - a failed termination: DELETE answers 429, then 500s (``fail_next``);
 - an eviction: the fake sets the pod EXITED (volume kept) or TERMINATED, the pod's sessions are cut and its
-  training killed (``evict``, ``drop_connections``, ``killpg``);
+  training killed (``evict``, ``drop_connections``, ``killpg``); ``--retry 1`` relaunches it on a new pod
+  from the newest salvaged checkpoint;
 - a full local disk: the job folder and ``$GPUTRAIN_HOME`` on size-limited tmpfs mounts (root), the pod's
   job folder holding a file larger than the first, the second filled up while the run trains.
 """
@@ -92,6 +93,34 @@ def test_evicted_pod_is_salvaged_only_when_it_can_be_and_says_which(fake, sshd, 
         assert "nothing salvaged from pod" in err and "it was terminated" in err
         assert "nothing was salvaged" in last and "salvaged into" not in last
         assert not (job_dir / "checkpoints").exists()
+
+
+def test_retry_relaunches_an_evicted_run_from_its_newest_salvaged_checkpoint(fake, sshd, tmp_path):  # noqa: F811
+    proc = subprocess.Popen(_up_argv(tmp_path, 60, 0.05, "--retry", "1", "--volume", "20"), cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_pod_step(tmp_path, 26)
+    (pod,) = fake.live_pods()
+    fake.evict(pod["id"], "EXITED")  # stopped, its volume kept: salvaged, then a new pod
+    sshd.drop_connections()
+    _kill_training(tmp_path)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err
+    created = [b for m, p, _, b in fake.requests if m == "POST" and p == "/v2/pods"]
+    assert len(created) == 2 and fake.live_pods() == []
+    (row,) = _rows(tmp_path)
+    job_dir = Path(row["job_dir"])
+    assert row["state"] == "COMPLETED" and (job_dir / "result.json").is_file()
+    record = json.loads((job_dir / "runpod.json").read_text())
+    first, second = record["attempts"]
+    assert first["state"] == "LOST" and first["pod_id"] == pod["id"] and first["resumed_from"] is None
+    assert second["state"] == "COMPLETED" and second["resumed_from"].startswith("step_")
+    resumed = int(second["resumed_from"][5:])
+    assert resumed >= 24  # the newest checkpoint the first pod had (every 12 steps) was salvaged and used
+    log = (job_dir / "training_output.log").read_text()
+    assert f"resumed from {second['resumed_from']}" in log and "step 60/60" in log
+    summary = json.loads((job_dir / "summary.json").read_text())
+    assert [a["state"] for a in summary["runpod"]["attempts"]] == ["LOST", "COMPLETED"]
 
 
 def _tmpfs(path: Path, size: str) -> Path:

@@ -111,6 +111,9 @@ class PodRun:
         self.salvaged: list[str] = []
         self.log_lines_kept = 0
         self.evicted = False
+        self.attempts: list[dict[str, Any]] = []
+        """Earlier attempts of this run (``up --retry``); this one is appended when it finishes."""
+        self.resumed_from: str | None = None
 
     # -- signals ------------------------------------------------------------------------------------------
     @contextmanager
@@ -369,11 +372,20 @@ class PodRun:
         if outcome.pod_live:
             outcome.billing = billing_line(self.name, outcome.pod_id)
             outcome.reason += f"; {outcome.billing}"
-        record = {"pod_name": self.name, "pod_id": outcome.pod_id, "state": outcome.state,
+        record: dict[str, Any] = {"pod_name": self.name, "pod_id": outcome.pod_id, "state": outcome.state,
                   "exit_code": outcome.exit_code, "reason": outcome.reason, "cost_per_hour_usd": self.cost_per_hour,
                   "uptime_s": round(uptime, 1), "cost_usd": round(cost, 4), "salvaged": self.salvaged,
                   "terminated": bool(pods) and terminated and not self.settings.keep,
                   "live": bool(pods) and not (terminated and not self.settings.keep)}
+        self.attempts.append({"attempt": len(self.attempts) + 1, "pod_id": outcome.pod_id, "state": outcome.state,
+                              "reason": outcome.reason, "resumed_from": self.resumed_from,
+                              "salvaged": list(self.salvaged), "cost_usd": round(cost, 4)})
+        if len(self.attempts) > 1:
+            record["attempts"] = self.attempts
+            record["cost_usd"] = round(sum(float(a["cost_usd"]) for a in self.attempts), 4)
+            for a in self.attempts:
+                self.say(f"attempt {a['attempt']}: pod {a['pod_id']} {a['state']}"
+                         f"{' from ' + a['resumed_from'] if a['resumed_from'] else ''} (${a['cost_usd']:.2f})")
         self.say(f"{outcome.state}: {outcome.reason}; cost ${cost:.2f} (${self.cost_per_hour:.2f}/h × "
                  f"{uptime / 60:.1f} min)")
         self._write_summaries(record)

@@ -12,6 +12,7 @@ finishes the job.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -77,6 +78,9 @@ class UpOptions:
     keepalive_s: int = 15
     lost_create_s: float = 120.0
     """How long a create whose answer was lost is looked for by name (the server may make the pod late)."""
+    retry: int = 0
+    """Relaunches after an eviction (the host took the pod), each on a new pod from the newest salvaged
+    checkpoint, as SkyPilot's managed jobs recover spot preemptions."""
 
 
 class Up:
@@ -142,17 +146,36 @@ class Up:
                 recipe_path=str(opts.recipe_path), job_dir=str(job_dir), state="PENDING", gpu=plan.gpu.name,
                 gpus_per_node=plan.gpus_per_node, nodes=1, extra=extra,
             ))
-            key, public_key = ensure_key(name)
             self.say(f"job {name}: {job_dir}")
             client = RunPodClient(api_key, lost_create_s=opts.lost_create_s,
                                   lost_create_poll_s=min(5.0, max(0.1, opts.lost_create_s / 10)))
-            run = self.pod_run = PodRun(client, registry, name, job_dir, remote, self.settings(), say=self.say)
             try:
-                return run.execute(lambda: self._body(run, plan, files, key, public_key, job_dir))
+                return self._attempts(client, registry, name, job_dir, remote, plan, files)
             finally:
-                run.client.close()
+                client.close()
         finally:
             lock.release()
+
+    def _attempts(self, client: RunPodClient, registry: Any, name: str, job_dir: Path, remote: str, plan: Any,
+                  files: dict[str, str]) -> Outcome:
+        """The first pod, then (``--retry N``) a new pod per eviction, resumed from the newest checkpoint
+        salvaged into the job folder; every attempt is kept in ``runpod.json``/``summary.json``."""
+        from gputrain.backends.runpod.salvage import newest_checkpoint
+
+        history: list[dict[str, Any]] = []
+        resume: str | None = None
+        while True:
+            key, public_key = ensure_key(name)
+            run = self.pod_run = PodRun(client, registry, name, job_dir, remote, self.settings(), say=self.say)
+            run.attempts = history
+            run.resumed_from = resume
+            outcome = run.execute(functools.partial(self._body, run, plan, files, key, public_key, job_dir, resume))
+            if not (run.evicted and outcome.state == "LOST" and len(history) <= self.opts.retry):
+                return outcome
+            ckpts = job_dir / "checkpoints"
+            resume = newest_checkpoint([p.name for p in ckpts.iterdir()] if ckpts.is_dir() else [])
+            self.say(f"attempt {len(history)} was evicted; relaunching on a new pod (retry {len(history)} of "
+                     f"{self.opts.retry}) from {f'checkpoint {resume}' if resume else 'the start'}")
 
     def run(self) -> int:
         """The training's exit code (1 when it is unknown: LOST, or failed before the training ended, and
@@ -168,7 +191,7 @@ class Up:
                            stop_grace_s=o.stop_grace_s, log_idle_s=o.log_idle_s, keepalive_s=o.keepalive_s)
 
     def _body(self, run: PodRun, plan: Any, files: dict[str, str], key: Path, public_key: str,
-              job_dir: Path) -> int:
+              job_dir: Path, resume: str | None = None) -> int:
         from gputrain.backends.runpod.bundle import image_cuda
 
         opts = self.opts
@@ -182,7 +205,14 @@ class Up:
         remote = run.remote
         sources = [job_dir / "plan.json", job_dir / "run_multigpu.sh", job_dir / STATE]
         self.say(f"uploading plan and launcher to {endpoint.host}:{endpoint.port}:{remote}")
+        if resume is not None:  # a retry: no state of the evicted attempt's launcher may be taken for this one's
+            q = shlex.quote
+            shell.run_checked(" ".join(f"rm -f {q(f'{remote}/{STATE}/{n}')};" for n in
+                                       ("pid", "exit_code", "child.pid", "run.out")), "clear the old run state")
         shell.upload(sources, remote, opts.bwlimit_kbps)
+        if resume is not None:
+            self.say(f"uploading checkpoint {resume} to resume from")
+            shell.upload([job_dir / "checkpoints" / resume], f"{remote}/job/checkpoints", opts.bwlimit_kbps)
         if opts.data is not None:
             self.say(f"uploading data {opts.data} to {remote}/data/")
             shell.upload([opts.data.resolve()], f"{remote}/data", opts.bwlimit_kbps)
