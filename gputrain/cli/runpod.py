@@ -99,7 +99,14 @@ def up(
         remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name, attach=attach_, reconnect_s=reconnect,
         salvage_s=salvage, keepalive_s=keepalive, lost_create_s=lost_create, retry=retry,
     )
-    _exit_for(Up(opts, confirm=None if yes or attach_ else _ask).go(), logs_dir)
+    _exit_for(Up(opts, confirm=None if attach_ else (_shown if yes else _ask)).go(), logs_dir)
+
+
+def _shown(plan_line: str) -> None:
+    """``--yes``: the plan's cost is still shown, not asked about."""
+    import sys
+
+    print(f"gputrain: {plan_line}", file=sys.stderr, flush=True)
 
 
 def _ask(plan_line: str) -> None:
@@ -109,7 +116,7 @@ def _ask(plan_line: str) -> None:
     from gputrain.cli.output import is_terminal
     from gputrain.errors import RunPodUsageError
 
-    print(f"gputrain: {plan_line}", file=sys.stderr, flush=True)
+    _shown(plan_line)
     if not is_terminal(sys.stdin):
         raise RunPodUsageError("runpod up rents a paid pod and stdin is not a terminal to confirm it on: pass "
                                "--yes to create it")

@@ -3,6 +3,8 @@ the fake v2 API over real HTTP (no ssh needed: nothing here gets as far as the p
 
 - without ``--yes`` it shows the plan's cost and asks on a terminal (a real pty), and never waits without one;
 - a pod stuck in PROVISIONING or going to ERROR ends in one line with a next step that works when followed;
+- a malformed answer while the pod starts (a cost of "0.50/h", an HTML 502 page with status 200) is one line
+  naming the field or the page's title, and the pod is terminated;
 - ``runpod list`` shows the registry's runs without RUNPOD_API_KEY.
 """
 
@@ -126,3 +128,19 @@ def test_error_pod_hint_to_its_log_is_given_only_when_following_it_works(fake, t
     followed = subprocess.run([*CLI, *hint.group(1).split()[1:]], capture_output=True, text=True, env=env,
                               cwd=tmp_path, timeout=120)
     assert followed.returncode == 0 and "CUDA driver version is insufficient" in followed.stdout, followed.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("raw", [
+    '{"id": "x", "name": "n", "status": "RUNNING", "cost": "0.50/h"}',
+    "<html><head><title>502 Bad Gateway</title></head><body>" + "<p>cloudflare</p>" * 50 + "</body></html>",
+], ids=["cost-string", "html-page"])
+def test_malformed_answer_while_starting_is_one_line_and_the_pod_is_terminated(fake, tmp_path, raw):
+    fake.fail_next("GET", r"/v2/pods/[0-9a-f]+", 200, raw=raw, content_type="application/json")
+    proc = subprocess.run(_up(tmp_path, "--yes"), capture_output=True, text=True, env=_env(fake, tmp_path),
+                          cwd=tmp_path, timeout=120)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert last.startswith("error: RunPod API get pod") and "<" not in last and "cloudflare" not in last
+    assert ("'cost' is '0.50/h', not a number" if "cost" in raw else "HTML page (502 Bad Gateway)") in last
+    assert fake.count("DELETE", r"/v2/pods/[^/]+") == 1
