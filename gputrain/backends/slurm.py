@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -42,6 +43,11 @@ if TYPE_CHECKING:
     from gputrain.render.sbatch import SubmitOptions
 
 _TIMEOUT_S = 90.0
+
+
+_NEVER_RUNS = ("allocation failure", "requested node configuration is not available", "node count specification",
+               "memory specification", "more processors requested than permitted", "partition node limit",
+               "requested time limit is invalid", "invalid generic resource")
 
 
 def run_slurm(args: list[str], *, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -281,6 +287,7 @@ class SlurmBackend(Backend):
         self._gres_ok.add((cluster.get("partition"), gres))
 
     def _sbatch_held(self, script: Path, job: PreparedJob) -> str:
+        self._test_only(script, job)
         proc = run_slurm(["sbatch", "--parsable", "--hold", str(script)])
         if proc.returncode == 0:
             return parse_sbatch_id(proc.stdout)
@@ -289,6 +296,26 @@ class SlurmBackend(Backend):
             proc.stderr or proc.stdout, partition=cluster.get("partition"), gres=self._gres(job),
             cluster=cluster.get("name", "?"), gres_ok=True,
         ))
+
+    def _test_only(self, script: Path, job: PreparedJob) -> None:
+        """A held submission is accepted even when it can never run (``--mem=900G``, more nodes than the
+        partition has): it would pend for ever on BadConstraints/PartitionNodeLimit. ``sbatch --test-only``
+        asks the controller to place it without submitting; a refusal is the user's to fix (exit 2), with
+        Slurm's own words. Anything else (controller unreachable) is left to the real submission to report."""
+        proc = run_slurm(["sbatch", "--test-only", str(script)])
+        if proc.returncode == 0:
+            return
+        text = " ".join((proc.stderr or proc.stdout).split())
+        low = text.lower()
+        if not any(k in low for k in _NEVER_RUNS):
+            return
+        cluster = job.cluster
+        slurm_says = text.removeprefix("sbatch: error: ").removeprefix("allocation failure: ")[:160]
+        hint = explain_sbatch_error(text, partition=cluster.get("partition"), gres=self._gres(job),
+                                    cluster=cluster.get("name", "?"), gres_ok=True)
+        raise ClusterError(f"Slurm would never run this job (sbatch --test-only: {slurm_says}); nothing was "
+                           f"submitted: {hint} (nodes, memory_gb, gpus, and sbatch_extra in cluster profile "
+                           f"{cluster.get('name', '?')!r})", exit_code=2)
 
     @staticmethod
     def _record(job_id: str, job_dir: Path, job: PreparedJob) -> JobRecord:
@@ -330,6 +357,8 @@ class SlurmBackend(Backend):
             # "0:0": cancelled before it ran; 75: the runtime checkpointed on scancel's SIGTERM and stopped with
             # gputrain's requeue code (not requeued: the user cancelled). Neither is the job's own exit code.
             job.exit_code = None
+        if state == jobstate.REQUEUED or (state == jobstate.PENDING and job.restarts):
+            reason = node_failure(record.job_dir if record is not None else None) or reason
         if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
             markers = jobstate.markers_in(record.job_dir if record is not None else None)
             ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))
@@ -360,7 +389,8 @@ class SlurmBackend(Backend):
                 state = seen.state
                 if state == jobstate.PENDING and int((rec.extra or {}).get("restarts") or 0) > 0:
                     state = jobstate.REQUEUED
-                updated[rec.job_id] = self.registry.update(rec.job_id, state=state, extra={"reason": seen.reason})
+                reason = (node_failure(rec.job_dir) if state == jobstate.REQUEUED else None) or seen.reason
+                updated[rec.job_id] = self.registry.update(rec.job_id, state=state, extra={"reason": reason})
                 continue
             st = self.status(rec.job_id)  # ended (or gone from squeue): the exit code needs scontrol/sacct
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
@@ -392,3 +422,30 @@ class SlurmBackend(Backend):
             raise ClusterError(_one_line("scancel", proc.stderr))
         self.registry.update(job_id, state=jobstate.CANCELLED, extra={"cancelled_by": getpass.getuser()})
         return jobstate.CANCELLED
+
+
+_NODE_FAIL = re.compile(rb"\*\*\* JOB (\d+) ON (\S+) CANCELLED AT (\S+) DUE TO NODE FAILURE")
+
+
+def node_failure(job_dir: str | None) -> str | None:
+    """Why a requeued job waits, when a node failed under it: Slurm's own reason then is only "BeginTime"
+    and the job record forgets its nodes, but slurmstepd wrote ``*** JOB 14 ON n2 CANCELLED AT … DUE TO NODE
+    FAILURE ***`` into the job's log (opened in append mode), so the newest such line names the node."""
+    if not job_dir:
+        return None
+    found: re.Match[bytes] | None = None
+    for log in sorted(Path(job_dir).glob("*.log")):
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(max(0, log.stat().st_size - 262144))
+                matches = list(_NODE_FAIL.finditer(fh.read()))
+            found = matches[-1] if matches else None
+        except OSError:
+            continue
+        if found is not None:
+            break
+    if found is None:
+        return None
+    node, when = found.group(2).decode(errors="replace"), found.group(3).decode(errors="replace")
+    return (f"NODE_FAIL: node {node} failed at {when} and Slurm requeued the job (it resumes from its newest "
+            f"checkpoint when it starts again); `scontrol show node {node}` says why")

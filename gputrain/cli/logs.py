@@ -51,7 +51,7 @@ def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
     record = _find_record(ref)
     if record is None:
         raise LogError(f"{ref}: no such file, folder or job (see `gputrain jobs`)")
-    if record.state == "PENDING":
+    if record.state == "PENDING" and not _recorded_output(record):  # a stale PENDING (controller down): show it
         raise NotStarted(pending_message(record))
     from gputrain.backends.table import backend_of
 
@@ -61,6 +61,10 @@ def resolve_target(ref: str) -> tuple[Path, JobRecord | None]:
     if not job_dir.is_dir():
         raise LogError(f"job {record.job_id}: job folder {job_dir} is missing")
     return job_dir, record
+
+
+def _recorded_output(record: JobRecord) -> bool:
+    return bool(record.job_dir) and Path(str(record.job_dir)).is_dir() and _has_output(Path(str(record.job_dir)))
 
 
 def pending_message(record: JobRecord) -> str:

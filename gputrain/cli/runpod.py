@@ -63,6 +63,12 @@ def up(
     salvage: float = typer.Option(300.0, "--salvage-timeout", help="seconds for salvaging results before "
                                   "the pod is terminated"),
     keepalive: int = typer.Option(15, "--keepalive", help="seconds between ssh keep-alive probes", min=1),
+    lost_create: float = typer.Option(120.0, "--lost-create-timeout", help="seconds to look for a pod whose "
+                                      "create answer was lost before giving up on it", min=0),
+    yes: bool = typer.Option(False, "--yes", "-y", help="create the pod without asking (required when stdin "
+                             "is not a terminal)"),
+    retry: int = typer.Option(0, "--retry", help="relaunch an evicted pod's run this many times, each on a new "
+                              "pod from the newest salvaged checkpoint", min=0),
 ) -> None:
     """Create a pod, train on it detached, download the results and terminate it.
 
@@ -71,7 +77,10 @@ def up(
     while the pod is RUNNING, and `gputrain runpod attach NAME` follows it again from another shell.
     Ctrl-C (or SIGTERM) salvages the newest checkpoint, metrics, logs and summary, then terminates the pod;
     a second Ctrl-C skips the salvage. The pod is terminated whatever fails, unless --keep. A training that
-    fails (or is LOST) exits 1.
+    fails (or is LOST), or a pod that could not be terminated, exits 1.
+
+    Before creating the pod, up shows what it rents and its estimated cost and asks; --yes skips the
+    question, and without a terminal up refuses (exit 2) unless --yes is given.
 
     \b
     Example:
@@ -93,9 +102,9 @@ def up(
         cpu_flavor=cpu_flavor, keep=keep,
         ready_timeout_s=ready_timeout, poll_s=poll, overrides=list(set_), logs_dir=logs_dir,
         remote_dir=remote_dir, bwlimit_kbps=bwlimit, name=name, attach=attach_, reconnect_s=reconnect,
-        salvage_s=salvage, keepalive_s=keepalive,
+        salvage_s=salvage, keepalive_s=keepalive, lost_create_s=lost_create, retry=retry,
     )
-    backend = load_backend("runpod", up=opts)
+    backend = load_backend("runpod", up=opts, confirm=None if attach_ else (_shown if yes else _ask))
     planned = plan_requests(recipe, backend, logs_dir=logs_dir, gpu=gpu, gpus=gpus, nodes=1, overrides=list(set_))
 
     def announce(_: object) -> None:
@@ -106,17 +115,50 @@ def up(
     _exit_for(launched.submissions[0].extra["outcome"], logs_dir)
 
 
+def _shown(plan_line: str) -> None:
+    """``--yes``: the plan's cost is still shown, not asked about."""
+    import sys
+
+    print(f"gputrain: {plan_line}", file=sys.stderr, flush=True)
+
+
+def _ask(plan_line: str) -> None:
+    """Show what ``up`` rents and ask (SkyPilot and dstack do the same); never wait without a terminal."""
+    import sys
+
+    from gputrain.cli.output import is_terminal
+    from gputrain.errors import RunPodUsageError
+
+    _shown(plan_line)
+    if not is_terminal(sys.stdin):
+        raise RunPodUsageError("runpod up rents a paid pod and stdin is not a terminal to confirm it on: pass "
+                               "--yes to create it")
+    print("create this pod? [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise RunPodUsageError("not confirmed: no pod was created (--yes creates it without asking)")
+
+
 def _exit_for(outcome: object, where: object) -> None:
+    """Exit 0 only for a completed training whose pod is gone (or kept on purpose); the last line says what
+    was salvaged (never claimed when nothing was) and, when a pod may still bill, how to finish it."""
     from gputrain.backends.runpod.session import Outcome
     from gputrain.errors import JobFailedError
 
     assert isinstance(outcome, Outcome)
+    folder = outcome.job_dir or where
+    live = f"; {outcome.billing}" if outcome.pod_live else ""
     if outcome.state == "COMPLETED":
+        if outcome.pod_live:
+            raise JobFailedError(f"the training completed (results in {folder}), but {outcome.billing}")
         return
     if outcome.exit_code is None:
-        raise JobFailedError(f"the run ended {outcome.state}: {outcome.reason}; what was salvaged is in {where}")
+        reason = outcome.reason.removesuffix(live)
+        kept = (f"salvaged into {folder}: {', '.join(outcome.salvaged)}" if outcome.salvaged else
+                f"nothing was salvaged (what there is, is in {folder})")
+        raise JobFailedError(f"the run ended {outcome.state}: {reason}; {kept}{live}")
     raise JobFailedError(f"the training on the pod exited with {outcome.exit_code} ({outcome.state}); its log "
-                         f"and summary are in {where}")
+                         f"and summary are in {folder}{live}")
 
 
 @app.command()

@@ -72,7 +72,8 @@ def _assert_no_key_in_files(tmp_path: Path) -> None:
 
 
 def _up_argv(tmp_path: Path, steps: int, step_s: float, *extra: str) -> list[str]:
-    return [*CLI, "runpod", "up", str(SELFTEST), "--gpu", "B200", "--gpus", "8", "--image", "me/gputrain:test",
+    return [*CLI, "runpod", "up", str(SELFTEST), "--gpu", "B200", "--gpus", "8", "--yes", "--image",
+            "me/gputrain:test",
             "--poll", "0.05", "--ready-timeout", "60", "--logs-dir", str(tmp_path / "logs"),
             "--remote-dir", str(tmp_path / "remote"), "--set", f"env.RECIPE_POD_STEPS='{steps}'",
             "--set", f"env.RECIPE_POD_STEP_S='{step_s}'", "--set", "env.RECIPE_POD_SAVE_EVERY='12'", *extra]

@@ -94,7 +94,7 @@ def test_up_end_to_end_trains_downloads_and_terminates(fake, tmp_path):
     (data / "graphs.txt").write_text("not used by the generated-data recipes, but uploaded\n")
     env = {**os.environ, "WANDB_API_KEY": "wandb-canary-5150"}
     proc = subprocess.run(
-        [*CLI, "runpod", "up", str(recipe), "--gpu", "cpu", "--gpus", "2",
+        [*CLI, "runpod", "up", str(recipe), "--gpu", "cpu", "--gpus", "2", "--yes",
          "--image", "me/gputrain:test", "--data", str(data), "--poll", "0.05", "--ready-timeout", "60",
          "--logs-dir", str(tmp_path / "logs"), "--remote-dir", str(tmp_path / "remote"),
          "--set", "secrets=[WANDB_API_KEY]"],
@@ -256,7 +256,7 @@ def test_ctrl_c_during_upload_terminates_the_pod(fake, tmp_path, signum):
     data.mkdir()
     (data / "blob.bin").write_bytes(os.urandom(3 * 1024 * 1024))
     proc = subprocess.Popen(
-        [*CLI, "runpod", "up", str(SELFTEST), "--gpu", "B200", "--gpus", "8",
+        [*CLI, "runpod", "up", str(SELFTEST), "--gpu", "B200", "--gpus", "8", "--yes",
          "--image", "me/gputrain:test", "--data", str(data), "--bwlimit", "100", "--poll", "0.05",
          "--logs-dir", str(tmp_path / "logs"), "--remote-dir", str(tmp_path / "remote")],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,

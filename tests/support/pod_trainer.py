@@ -4,7 +4,8 @@ without torch, at a step rate a test chooses.
 Per step it appends ``{"step", "loss"}`` to ``metrics.jsonl`` and prints ``step N/TOTAL loss X``; every
 ``RECIPE_POD_SAVE_EVERY`` steps it writes ``checkpoints/step_<8 digits>/state.pt`` the way the runtime does (built
 in ``.tmp-step_…``, then renamed; the newest three kept). On SIGTERM it checkpoints the current step, writes
-the ``PREEMPTED`` marker and exits 75, like :mod:`gputrain.train.runtime.signals`. At the end it writes
+the ``PREEMPTED`` marker and exits 75, like :mod:`gputrain.train.runtime.signals`. It starts after the newest
+``checkpoints/step_*`` it finds (a resumed run). At the end it writes
 ``result.json`` and ``model.onnx`` and exits ``RECIPE_POD_EXIT`` (0). Settings come from the recipe's ``env``
 (``--set env.RECIPE_POD_STEPS=96``), which the launcher exports.
 """
@@ -42,8 +43,12 @@ def main() -> int:
     job = Path(sys.argv[sys.argv.index("--job-dir") + 1])
     stop = {"signal": None}
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
+    saved = sorted(p.name for p in (job / "checkpoints").glob("step_*")) if (job / "checkpoints").is_dir() else []
+    start = int(saved[-1][5:]) + 1 if saved else 1  # resumes from the newest checkpoint, as the runtime does
+    if saved:
+        print(f"resumed from {saved[-1]}", flush=True)
     with open(job / "metrics.jsonl", "a", encoding="utf-8") as metrics:
-        for step in range(1, STEPS + 1):
+        for step in range(start, STEPS + 1):
             time.sleep(STEP_S)
             loss = 1.0 / step
             metrics.write(json.dumps({"step": step, "loss": loss}) + "\n")

@@ -11,8 +11,10 @@ Pods advance one state per ``GET /v2/pods/{id}``: PROVISIONING → STARTING → 
 still null for one poll → RUNNING with ``ssh.direct`` pointing at the loopback sshd. Faults are scripted:
 ``fail_next`` (any status, optional Retry-After, or a dropped connection), ``no_capacity`` (clouds or data
 centres refused with RunPod's capacity message) and ``mode`` ("normal", "error": the pod goes to ERROR,
-"never_ready": the pod stays STARTING). Each pod has a container log (``container_log``, served by the
-logs endpoint as Server-Sent Events); an ERROR pod's ends with :data:`ERROR_LOG_LINE`.
+"never_ready": the pod stays STARTING, "stuck_provisioning": it never leaves PROVISIONING); ``evict``
+takes a running pod away (EXITED, which the ``start`` action brings back with its volume, or TERMINATED).
+Each pod has a container log (``container_log``, served by the logs endpoint as Server-Sent Events); an
+ERROR pod's ends with :data:`ERROR_LOG_LINE`.
 
 The sshd can be made to misbehave like a network: :meth:`LoopbackSshd.drop_connections` cuts every open
 session, :meth:`LoopbackSshd.pause`/``resume`` stall new connections (SIGSTOP/SIGCONT of the listener),
@@ -131,6 +133,9 @@ class Fault:
     retry_after: int | None = None
     detail: str = "injected fault"
     drop: bool = False  # do the work, then close the connection without an answer
+    late_s: float | None = None  # with drop: do the work only this many seconds after the connection closed
+    raw: str | None = None  # answer this text (an HTML error page, a body that breaks the contract) instead
+    content_type: str = "text/html"
 
 
 @dataclass
@@ -177,6 +182,16 @@ class FakeRunPod:
     # -- test controls ---------------------------------------------------------------------------------
     def fail_next(self, method: str, path: str, status: int, **kw: Any) -> None:
         self.faults.append(Fault(method, re.compile(path), status, **kw))
+
+    def evict(self, pod_id: str, status: str = "EXITED") -> None:
+        """The host took the pod away (spot reclaim, host failure): EXITED keeps it (and its volume), stopped;
+        TERMINATED removes it. Either way its ssh endpoint is gone."""
+        with self.lock:
+            pod = self.pods[pod_id]
+            pod.update(status=status, cost=0.0, runtime=None,
+                       actions=["start", "terminate"] if status == "EXITED" else [])
+            pod["ssh"]["direct"] = None
+            pod["_log"].append(f"pod {status.lower()} by the host")
 
     def live_pods(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -228,7 +243,9 @@ class FakeRunPod:
         if pod["status"] in ("TERMINATED", "ERROR", "EXITED"):
             return
         n = self.polls[pod["id"]] = self.polls[pod["id"]] + 1
-        if n == 1 or self.mode == "never_ready":
+        if self.mode == "stuck_provisioning":
+            pod["status"] = "PROVISIONING"
+        elif n == 1 or self.mode == "never_ready":
             pod["status"] = "STARTING"
         elif self.mode == "error":
             pod["status"], pod["actions"], pod["cost"] = "ERROR", ["start", "terminate"], 0.0
@@ -314,9 +331,22 @@ class _Handler(BaseHTTPRequestHandler):
                 if fault.times <= 0:
                     fake.faults.remove(fault)
                 if fault.drop:
-                    self._route(method, path, body, answer=False)
+                    if fault.late_s is None:
+                        self._route(method, path, body, answer=False)
+                    else:  # the server makes the pod after the client gave up on the answer
+                        later = threading.Timer(fault.late_s, fake._create, args=(body,))
+                        later.daemon = True
+                        later.start()
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault.raw is not None:
+                    payload = fault.raw.encode()
+                    self.send_response(fault.status)
+                    self.send_header("Content-Type", fault.content_type)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
                     return
                 extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
                 self._send(fault.status, _problem(fault.status, fault.detail), extra)
@@ -350,6 +380,11 @@ class _Handler(BaseHTTPRequestHandler):
                 pod.update(status="TERMINATED", cost=0.0, actions=[], runtime=None)
                 pod["ssh"]["direct"] = None
                 send(204)
+                return
+            if sub == "action" and method == "POST" and body == {"action": "start"} and pod["status"] == "EXITED":
+                pod.update(status="STARTING", cost=fake.cost_per_hour, actions=["stop", "terminate"])
+                fake.polls[pod_id] = 1  # RUNNING on the next poll, ssh one poll later
+                send(200, _public(pod))
                 return
             streaming = sub == "logs" and method == "GET"
             if streaming:

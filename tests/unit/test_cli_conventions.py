@@ -64,7 +64,7 @@ USER_ERRORS = [
     ("unknown command", ["plann"], {}, "Did you mean 'plan'?"),
     ("unknown job", ["logs", "local-99"], {}, "local-99"),
     ("malformed cluster profiles", ["clusters"], {"clusters.yaml": "[not, a, mapping]"}, "expected a mapping"),
-    ("RunPod key missing", ["runpod", "list"], {}, "RUNPOD_API_KEY is not set"),
+    ("RunPod key missing", ["runpod", "status", "gputrain-x"], {}, "RUNPOD_API_KEY is not set"),
     ("RunPod NAME and --all", ["runpod", "down", "gputrain-x", "--all"], {}, "give a pod NAME or --all"),
 ]
 

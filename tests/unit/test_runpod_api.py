@@ -96,9 +96,9 @@ def test_create_with_lost_answer_finds_the_pod_by_name_instead_of_creating_again
     assert [p["id"] for p in fake.live_pods()] == [pod.id]
 
 
-def test_create_5xx_is_not_retried_and_says_nothing_started(fake, client):
+def test_create_5xx_is_not_retried_and_points_to_list_and_down(fake, client):
     fake.fail_next("POST", "/v2/pods", 502, times=5)
-    with pytest.raises(RunPodError, match="nothing was started"):
+    with pytest.raises(RunPodError, match="check `gputrain runpod list` before running `up` again"):
         client.create_pod(body())
     assert fake.count("POST", "/v2/pods") == 1
     assert fake.live_pods() == []
@@ -185,3 +185,60 @@ def test_fake_answers_and_our_body_match_the_published_schemas(fake, client):
     listed = client._json("GET", "/v2/pods", what="list")
     check("ListPodsResponse", listed)
     assert listed["pods"][0]["ssh"]["direct"] is not None
+
+
+# -- faults from the field (#30 points 8, 10, 11) ------------------------------------------------------------
+def test_lost_create_keeps_looking_for_a_pod_the_server_makes_late(fake):
+    fake.fail_next("POST", "/v2/pods", 201, drop=True, late_s=0.5)
+    with RunPodClient(KEY, fake.base_url, lost_create_s=10, lost_create_poll_s=0.2) as c:
+        pod = c.create_pod(body(name="gputrain-late-1"))
+    assert pod.name == "gputrain-late-1" and [p["id"] for p in fake.live_pods()] == [pod.id]
+    assert fake.count("POST", "/v2/pods") == 1  # found, never created twice
+
+
+def test_lost_create_never_says_nothing_was_started_and_points_to_list_and_down(fake):
+    fake.fail_next("POST", "/v2/pods", 201, drop=True, late_s=30)
+    with RunPodClient(KEY, fake.base_url, lost_create_s=0.4, lost_create_poll_s=0.1) as c, \
+            pytest.raises(RunPodError) as err:
+        c.create_pod(body(name="gputrain-late-2"))
+    text = str(err.value)
+    assert "nothing was started" not in text and "run `up` again" not in text.split("before")[0]
+    assert "gputrain runpod list" in text and "gputrain runpod down gputrain-late-2" in text
+    assert fake.count("GET", "/v2/pods") >= 2  # looked more than once
+
+
+def test_create_still_rate_limited_says_so_with_the_next_step(fake, client, sleeps):
+    fake.fail_next("POST", "/v2/pods", 429, retry_after=2, times=10)
+    with pytest.raises(RunPodError) as err:
+        client.create_pod(body())
+    text = str(err.value)
+    assert "still rate limited (429) after 4 tries" in text and "nothing was created" in text
+    assert "run `up` again" in text and sleeps == [2.0, 2.0, 2.0]
+    assert fake.live_pods() == []
+
+
+HTML_502 = ("<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway"
+            "</h1></center><hr><center>cloudflare</center>" + "<p>padding</p>" * 40 + "</body></html>\n")
+
+
+def test_html_error_page_is_one_line_naming_its_title_not_the_page(fake, client):
+    fake.fail_next("GET", "/v2/pods", 502, raw=HTML_502, times=10)
+    with pytest.raises(RunPodError) as err:
+        client.list_pods()
+    text = str(err.value)
+    assert "502" in text and "Bad Gateway" in text and "<" not in text and "padding" not in text
+    assert "\n" not in text and len(text) < 200
+
+
+def test_html_with_status_200_is_one_line_error(fake, client):
+    fake.fail_next("GET", "/v2/pods", 200, raw="<html><title>Maintenance</title></html>")
+    with pytest.raises(RunPodError, match=r"HTML page \(Maintenance\), not JSON"):
+        client.list_pods()
+
+
+def test_wrong_field_type_names_the_field(fake, client):
+    raw = json.dumps({"pods": [{"id": "abc", "name": "gputrain-x", "status": "RUNNING", "cost": "0.50/h"}]})
+    fake.fail_next("GET", "/v2/pods", 200, raw=raw, content_type="application/json")
+    with pytest.raises(RunPodError) as err:
+        client.list_pods()
+    assert "'cost' is '0.50/h', not a number" in str(err.value)

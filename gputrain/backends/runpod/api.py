@@ -3,9 +3,11 @@
 Why its own client: the retry rules differ per call. Reads and deletes are idempotent and are retried on
 5xx, 429 (honouring ``Retry-After``) and lost connections. A create is retried only on 429, because a
 create whose answer was lost may still have made a (billed) pod; after such a loss the caller looks the
-pod up by its deterministic name instead of creating another. Errors come back as RFC 9457 problem objects
-and are turned into one-line :class:`RunPodError` messages; capacity refusals get their own type so that
-``up`` can try other data centres or the other cloud.
+pod up by its deterministic name instead of creating another — for ``lost_create_s``, because the server
+may make the pod seconds after the answer was lost. Errors come back as RFC 9457 problem objects and are
+turned into one-line :class:`RunPodError` messages; an answer that is not the JSON the contract promises (a
+proxy's HTML 502 page, a field of the wrong type) is one line too, never a traceback or a page of HTML.
+Capacity refusals get their own type so that ``up`` can try other data centres or the other cloud.
 
 The API key is sent only in the ``Authorization`` header; debug output redacts it and the pod's env.
 """
@@ -13,6 +15,7 @@ The API key is sent only in the ``Authorization`` header; debug output redacts i
 from __future__ import annotations
 
 import email.utils
+import html
 import os
 import re
 import sys
@@ -103,6 +106,17 @@ def redact(obj: Any) -> Any:
     return obj
 
 
+def _gist(text: str) -> str:
+    """A few words of a body that is not a problem object: an HTML page's ``<title>`` (a proxy's "502 Bad
+    Gateway"), else its first 80 visible characters; never the page itself."""
+    title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+    if title:
+        return f"an HTML page ({' '.join(html.unescape(title.group(1)).split())[:80]})"
+    if re.search(r"<(?:!doctype|html|body|head)\b", text, re.IGNORECASE):
+        return "an HTML page"
+    return " ".join(text.split())[:80]
+
+
 def problem_message(status: int, body: Any, what: str) -> str:
     """One line from an RFC 9457 problem object (or whatever the server sent instead)."""
     if isinstance(body, dict) and ("detail" in body or "title" in body):
@@ -113,7 +127,7 @@ def problem_message(status: int, body: Any, what: str) -> str:
         if isinstance(errors, list) and errors:
             text += " (" + "; ".join(str(e) for e in errors[:5]) + ")"
     else:
-        snippet = str(body or "").strip()[:200]
+        snippet = _gist(str(body or ""))
         text = f"{status} {snippet}" if snippet else f"HTTP {status}"
     return " ".join(f"RunPod API {what} failed: {text}".split())
 
@@ -132,10 +146,14 @@ class RunPodClient:
         timeout_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         debug: bool | None = None,
+        lost_create_s: float = 120.0,
+        lost_create_poll_s: float = 5.0,
     ) -> None:
         import httpx
 
         self._key = api_key
+        self.lost_create_s = lost_create_s
+        self.lost_create_poll_s = lost_create_poll_s
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
@@ -160,10 +178,14 @@ class RunPodClient:
     # -- pods -------------------------------------------------------------------------------------------
     def list_pods(self) -> list[Pod]:
         body = self._json("GET", "/v2/pods", what="list pods")
-        return [Pod.from_api(p) for p in body.get("pods", [])]
+        pods = body.get("pods", [])
+        if not isinstance(pods, list):
+            raise RunPodError(f"RunPod API list pods: unexpected answer: 'pods' is {type(pods).__name__}, "
+                              "not a list")
+        return [_pod(p, "list pods") for p in pods]
 
     def get_pod(self, pod_id: str) -> Pod:
-        return Pod.from_api(self._json("GET", f"/v2/pods/{pod_id}", what=f"get pod {pod_id}"))
+        return _pod(self._json("GET", f"/v2/pods/{pod_id}", what=f"get pod {pod_id}"), f"get pod {pod_id}")
 
     def find_pods(self, name: str) -> list[Pod]:
         """Live pods (anything not TERMINATED) carrying exactly this name."""
@@ -174,31 +196,59 @@ class RunPodClient:
         import httpx
 
         name = str(body["name"])
+        waited = 0.0
         for attempt in range(1, self.max_attempts + 1):
             try:
                 response = self._send("POST", "/v2/pods", json=body)
             except httpx.TransportError as exc:
                 return self._recover_lost_create(name, f"connection lost ({type(exc).__name__})")
-            if response.status_code == 429 and attempt < self.max_attempts:
-                self._wait(response, attempt)
+            if response.status_code == 429:
+                delay = self._delay(response, attempt)
+                if attempt == self.max_attempts or delay > MAX_RETRY_AFTER_S:
+                    raise RunPodError(
+                        f"RunPod API create pod: still rate limited (429) after {attempt} tries over "
+                        f"{waited:.0f} s; nothing was created — wait {max(60.0, delay):.0f} s and run `up` again")
+                self._sleep(delay)
+                waited += delay
                 continue
             if response.status_code >= 500:
                 return self._recover_lost_create(name, f"server answered {response.status_code}")
             if response.status_code != 201 and response.status_code != 200:
                 self._raise(response, "create pod")
-            return Pod.from_api(response.json())
-        raise RunPodError("RunPod API create pod failed: still rate limited (429) after retries")
+            try:
+                data = response.json()
+            except ValueError:
+                return self._recover_lost_create(name, f"the answer was {_gist(response.text) or 'empty'}, "
+                                                       "not JSON")
+            return _pod(data, "create pod")
+        raise AssertionError("unreachable")
 
     def _recover_lost_create(self, name: str, why: str) -> Pod:
-        found = self.find_pods(name)
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            ids = ", ".join(p.id for p in found)
-            raise RunPodError(f"create pod {name}: {why}, and now {len(found)} pods carry that name ({ids})")
+        """The create's answer was lost: the pod may exist, or appear seconds later. Look for its name for
+        ``lost_create_s`` before saying that none was found (and even then, not that none will be)."""
+        looks = 1 + max(0, int(self.lost_create_s / max(self.lost_create_poll_s, 0.01)))
+        for look in range(looks):
+            if look:
+                self._sleep(self.lost_create_poll_s)
+            try:
+                found = self.find_pods(name)
+            except RunPodError:
+                found = []
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                ids = ", ".join(p.id for p in found)
+                raise RunPodError(f"create pod {name}: {why}, and now {len(found)} pods carry that name ({ids}); "
+                                  f"terminate them with `gputrain runpod down {name}`")
         raise RunPodError(
-            f"create pod {name}: {why}; no pod with that name exists, so nothing was started — run `up` again"
+            f"create pod {name}: {why}; no pod with that name appeared within {self.lost_create_s:.0f} s, but "
+            f"RunPod may still make it: check `gputrain runpod list` before running `up` again, and "
+            f"`gputrain runpod down {name}` if it shows up"
         )
+
+    def start_pod(self, pod_id: str) -> None:
+        """Start a stopped (EXITED) pod again; its volume is still there, its container disk is not."""
+        self._json("POST", f"/v2/pods/{pod_id}/action", what=f"start pod {pod_id}", json={"action": "start"})
 
     def delete_pod(self, pod_id: str) -> bool:
         """Terminate a pod. True when this call deleted it, False when it was already gone (404)."""
@@ -247,8 +297,14 @@ class RunPodClient:
             self._raise(response, what)
         if response.status_code == 204 or not response.content:
             return {}
-        data = response.json()
-        return data if isinstance(data, dict) else {"items": data}
+        try:
+            data = response.json()
+        except ValueError:
+            raise RunPodError(f"RunPod API {what}: the answer ({response.status_code}) was "
+                              f"{_gist(response.text) or 'empty'}, not JSON; try again later") from None
+        if not isinstance(data, dict):
+            raise RunPodError(f"RunPod API {what}: unexpected answer: a JSON {type(data).__name__}, not an object")
+        return data
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """Idempotent calls: retried on 429, 5xx and transport errors with backoff."""
@@ -283,11 +339,13 @@ class RunPodClient:
     def _backoff(self, attempt: int) -> float:
         return float(min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
 
-    def _wait(self, response: httpx.Response, attempt: int) -> None:
+    def _delay(self, response: httpx.Response, attempt: int) -> float:
         delay = retry_after_s(response.headers.get("Retry-After"))
-        if delay is None:
-            delay = self._backoff(attempt)
-        elif delay > MAX_RETRY_AFTER_S:
+        return self._backoff(attempt) if delay is None else delay
+
+    def _wait(self, response: httpx.Response, attempt: int) -> None:
+        delay = self._delay(response, attempt)
+        if delay > MAX_RETRY_AFTER_S:
             self._raise(response, "request (rate limited)")
         self._sleep(delay)
 
@@ -305,6 +363,16 @@ class RunPodClient:
         if response.status_code == 400 and _CAPACITY_RE.search(detail):
             raise RunPodCapacityError(message)
         raise RunPodError(message)
+
+
+def _pod(data: Any, what: str) -> Pod:
+    """A Pod from an answer, or one line saying which field broke the contract."""
+    if not isinstance(data, dict):
+        raise RunPodError(f"RunPod API {what}: unexpected answer: a JSON {type(data).__name__}, not a pod object")
+    try:
+        return Pod.from_api(data)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise RunPodError(f"RunPod API {what}: unexpected answer: {' '.join(str(exc).split())[:160]}") from None
 
 
 def retry_after_s(value: str | None) -> float | None:

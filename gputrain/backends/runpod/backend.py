@@ -11,6 +11,7 @@ cannot know (is the pod still there).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -30,9 +31,13 @@ class RunPodBackend(Backend):
     name = "runpod"
     plan_target = "docker"
 
-    def __init__(self, registry: JobRegistry | None = None, *, up: UpOptions | None = None) -> None:
+    def __init__(self, registry: JobRegistry | None = None, *, up: UpOptions | None = None,
+                 confirm: Callable[[str], None] | None = None) -> None:
+        """``confirm`` is shown the pod's cost before anything is created and raises to refuse (the CLI asks
+        on a terminal or requires ``--yes``); None: no question."""
         self.registry = registry or JobRegistry()
         self.up = up
+        self.confirm = confirm
 
     def submit(self, request: JobRequest) -> Submission:
         """Name the run (its pod name); :meth:`follow` creates the pod and drives it. A dry run writes the
@@ -56,7 +61,7 @@ class RunPodBackend(Backend):
 
         load_api_key()  # no key: one line before anything is named or written
         plan = request.plan
-        runner = Up(dataclasses.replace(self.up, plan=plan, logs_dir=Path(request.logs_dir)))
+        runner = Up(dataclasses.replace(self.up, plan=plan, logs_dir=Path(request.logs_dir)), confirm=self.confirm)
         base = pod_name(plan.recipe.name, plan.gpu.name, plan.gpus_per_node, self.up.image,
                         plan.resolved_recipe_data())
         name = self.up.name or ("" if self.up.attach else run_pod_name(base, runner.run_id))

@@ -54,6 +54,8 @@ def write_job_summary(job_dir: Path, record: dict[str, Any], gpu_count: int) -> 
     summary["state"] = record["state"]
     summary["cause"] = summary.get("cause") or record["reason"]
     summary["runpod"] = {k: record[k] for k in ("pod_id", "reason", "salvaged", "terminated")}
+    if record.get("attempts"):  # `runpod up --retry`: each pod the run took, evicted ones first
+        summary["runpod"]["attempts"] = record["attempts"]
     hours = record["uptime_s"] / 3600.0
     summary["cost"] = {
         "gpu_hours": hours * gpu_count if gpu_count else None,

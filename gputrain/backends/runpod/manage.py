@@ -8,6 +8,7 @@ was closed), it salvages the run's job folder first, then terminates.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
@@ -19,11 +20,11 @@ from gputrain.backends.runpod.billing import billed_cost
 from gputrain.backends.runpod.pods import NAME_PREFIX, Pod
 from gputrain.backends.runpod.ssh import PodShell, forget_key, state_dir
 from gputrain.contract.jobstate import ENDED_STATES
-from gputrain.errors import RunPodError, RunPodUsageError
+from gputrain.errors import GputrainError, RunPodError, RunPodUsageError
 
 if TYPE_CHECKING:
     from gputrain.backends.runpod.owner import PodLock
-    from gputrain.registry.store import JobRegistry
+    from gputrain.registry.store import JobRecord, JobRegistry
 
 FINAL = ENDED_STATES
 
@@ -53,20 +54,29 @@ def _resolve(client: RunPodClient, ref: str) -> tuple[str, list[Pod]]:
 
 
 def list_rows(include_foreign: bool = False) -> list[str]:
-    with _client() as client:
-        live = {p.name: p for p in client.list_pods() if p.status != "TERMINATED"}
+    """The registry's runs with their pods' live status. Without an API key (or API) the registry alone is
+    shown, with a note on stderr: what this machine started is known without asking RunPod."""
+    live: dict[str, Pod] | None
+    try:
+        with _client() as client:
+            live = {p.name: p for p in client.list_pods() if p.status != "TERMINATED"}
+    except RunPodError as exc:
+        live = None
+        print(f"gputrain: live status and orphan pods not shown: {exc.message}", file=sys.stderr)
     rows = [f"{'NAME':<48} {'POD':<14} {'STATUS':<12} {'GPU':<22} {'$/h':>6}  JOB DIR"]
     seen = set()
     for rec in _registry().list(limit=200, backend="runpod"):
         if rec.job_id in seen:
             continue
         seen.add(rec.job_id)
-        pod = live.get(rec.job_id)
-        status = pod.status if pod else f"{rec.state} (no pod)"
+        rec = reconcile(rec, pod_gone=live is not None and rec.job_id not in live)
+        pod = live.get(rec.job_id) if live is not None else None
+        status = pod.status if pod else (f"{rec.state} (no pod)" if live is not None else
+                                         f"{rec.state} (pod {rec.extra.get('pod_id') or '-'}, not asked)")
         gpu = f"{rec.gpus_per_node} x {rec.gpu}"
         rows.append(f"{rec.job_id:<48} {pod.id if pod else '-':<14} {status:<12} {gpu:<22} "
                     f"{pod.cost_per_hour if pod else 0.0:>6.2f}  {rec.job_dir or '-'}")
-    for name, pod in live.items():
+    for name, pod in (live or {}).items():
         if name not in seen and (include_foreign or name.startswith(NAME_PREFIX)):
             note = "" if name.startswith(NAME_PREFIX) else "  (not gputrain's)"
             gpu = f"{pod.gpu_count} x {pod.gpu_id or 'cpu'}"
@@ -75,10 +85,50 @@ def list_rows(include_foreign: bool = False) -> list[str]:
     return rows
 
 
+def reconcile(record: JobRecord, pod_gone: bool) -> JobRecord:
+    """A run the registry still shows live although nobody drives it and its pod is gone (its ``up`` could
+    not write the registry: a full disk, a kill): its end state from the job folder's ``runpod.json``, else
+    LOST. Recorded, so it is not RUNNING for ever."""
+    import json
+
+    from gputrain.backends.runpod.owner import PodLock
+    from gputrain.home import UnsafeNameError
+
+    if record.state in FINAL or not pod_gone:
+        return record
+    try:
+        lock = PodLock(record.job_id)
+    except UnsafeNameError:
+        return record
+    if not lock.acquire("reconcile"):
+        return record  # its run is alive and will record the end itself
+    try:
+        ended: dict[str, object] = {}
+        if record.job_dir:
+            try:
+                ended = json.loads((Path(record.job_dir) / "runpod.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                ended = {}
+        state = str(ended.get("state") or "")
+        if state not in FINAL:
+            state, ended = "LOST", {"reason": "its run ended without recording how, and its pod is gone"}
+        code = ended.get("exit_code")
+        extra = {k: v for k, v in ended.items() if k not in ("state", "exit_code")}
+        try:
+            return _registry().update(record.job_id, state=state,
+                                      exit_code=code if isinstance(code, int) else None, extra=extra)
+        except (sqlite3.Error, OSError, GputrainError):  # still unwritable: show it as it is
+            return record
+    finally:
+        lock.release()
+
+
 def status_lines(ref: str) -> list[str]:
     with _client() as client:
         name, pods = _resolve(client, ref)
     record = _registry().find(name)
+    if record is not None and record.backend == "runpod":
+        record = reconcile(record, pod_gone=not pods)
     lines = [f"name:     {name}"]
     if record is not None:
         lines += [f"job:      {record.state} (exit {record.exit_code})", f"job dir:  {record.job_dir}"]

@@ -63,6 +63,8 @@ class Pod:
     """Why the API's ssh endpoint was refused (it is then ``None``)."""
     owner: str | None = None
     """The ``GPUTRAIN_OWNER`` label in the pod's env: which run (``<host>/<run id>``) drives it."""
+    volume_path: str | None = None
+    """Where the pod's persistent volume is mounted: what survives the pod being stopped (EXITED)."""
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Pod:
@@ -77,15 +79,17 @@ class Pod:
             except (RunPodError, ValueError, TypeError) as exc:
                 problem = str(exc)
         gpu = data.get("gpu") or {}
+        if not isinstance(gpu, dict):
+            raise ValueError(f"field 'gpu' is {str(gpu)[:40]!r}, not an object")
         env = data.get("env")
         owner = env.get("GPUTRAIN_OWNER") if isinstance(env, dict) else None
         return cls(
             id=str(data.get("id", "")),
             name=str(data.get("name", "")),
             status=str(data.get("status", "UNKNOWN")),
-            cost_per_hour=float(data.get("cost") or 0.0),
+            cost_per_hour=_number(data.get("cost"), "cost", float),
             gpu_id=gpu.get("id"),
-            gpu_count=int(gpu.get("count") or 0),
+            gpu_count=int(_number(gpu.get("count"), "gpu.count", int)),
             cloud=data.get("cloud"),
             data_center=data.get("dataCenterId"),
             ssh_direct=endpoint,
@@ -93,11 +97,30 @@ class Pod:
             started_at=data.get("startedAt"),
             ssh_problem=problem,
             owner=str(owner)[:200] if owner else None,
+            volume_path=_volume_path(data.get("mounts")),
         )
 
     @property
     def ready_for_ssh(self) -> bool:
         return self.status == "RUNNING" and self.ssh_direct is not None
+
+
+def _number(value: Any, field: str, kind: type[float] | type[int]) -> float:
+    """A numeric field of an API answer; a wrong type (a cost of ``"0.50/h"``) names the field."""
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"field '{field}' is {str(value)[:40]!r}, not a number")
+    try:
+        return float(kind(value))
+    except ValueError:
+        raise ValueError(f"field '{field}' is {str(value)[:40]!r}, not a number") from None
+
+
+def _volume_path(mounts: Any) -> str | None:
+    persistent = mounts.get("persistent") if isinstance(mounts, dict) else None
+    path = persistent.get("path") if isinstance(persistent, dict) else None
+    return path if isinstance(path, str) and path.startswith("/") else None
 
 
 def pod_name(recipe: str, gpu: str, count: int, image: str, config: dict[str, Any]) -> str:
@@ -122,6 +145,7 @@ def create_body(
     cloud: str,
     data_centers: list[str] | None,
     min_cuda: str | None,
+    volume_path: str = "/workspace",
 ) -> dict[str, Any]:
     """The CreatePodRequest body. The per-run public key rides in ``PUBLIC_KEY``, which the image's entry
     script (templates/run.sh.j2) installs before starting sshd; secrets never go into ``env``."""
@@ -138,7 +162,7 @@ def create_body(
         "env": {**env, "PUBLIC_KEY": public_key},
     }
     if volume_gb:
-        body["mounts"] = {"persistent": {"size": max(10, volume_gb), "path": "/workspace"}}
+        body["mounts"] = {"persistent": {"size": max(10, volume_gb), "path": volume_path}}
     if data_centers:
         body["dataCenterIds"] = list(data_centers)
     return body

@@ -10,18 +10,24 @@ closed) both end here. What the user keeps is decided in one place:
   (:mod:`gputrain.backends.runpod.salvage`), within ``salvage_s``; a second Ctrl-C skips the salvage;
 - the container log is kept in the job folder before the pod is terminated;
 - the registry, ``runpod.json`` and ``summary.json`` get the same state: the training's code, or LOST with
-  the reason, and the cost from the pod's billed rate × its uptime.
+  the reason, and the cost from the pod's billed rate × its uptime;
+- a pod that the host took away (EXITED: stopped, its volume kept) is started again when the run's folder is on
+  its volume, so that salvage can reach it; what was *not* salvaged is never claimed;
+- a pod that could not be terminated may still bill: the run's outcome says so (``pod_live``) and the CLI
+  exits 1 with that as its last line, whatever the training did; a registry or summary write that fails (a
+  full disk) is reported and does not replace the run's own error or its exit code.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -74,6 +80,24 @@ class Outcome:
     state: str
     exit_code: int | None
     reason: str
+    salvaged: list[str] = field(default_factory=list)
+    pod_live: bool = False
+    """The pod could not be terminated (and ``--keep`` was not asked): it may still bill."""
+    pod_id: str | None = None
+    job_dir: str | None = None
+    billing: str = ""
+    """When ``pod_live``: the line that says so and how to finish the pod."""
+
+
+def billing_line(name: str, pod_id: str | None) -> str:
+    """The line a run ends with when its pod could not be terminated."""
+    return (f"pod {pod_id} could not be terminated and may still be billing: finish it with "
+            f"`gputrain runpod down {name}` (or terminate pod {pod_id} in RunPod's console)")
+
+
+class PodStartFailed(RunPodError):
+    """The pod went to ERROR/EXITED/TERMINATED while starting; the hint to its container log is added only
+    once that log was kept (a hint must work when followed)."""
 
 
 class PodRun:
@@ -97,6 +121,11 @@ class PodRun:
         self.created_wall = time.time()
         self.phase = "run"
         self.salvaged: list[str] = []
+        self.log_lines_kept = 0
+        self.evicted = False
+        self.attempts: list[dict[str, Any]] = []
+        """Earlier attempts of this run (``up --retry``); this one is appended when it finishes."""
+        self.resumed_from: str | None = None
 
     # -- signals ------------------------------------------------------------------------------------------
     @contextmanager
@@ -148,10 +177,27 @@ class PodRun:
                         self.say(f"error: {exc.message}; salvaging before terminating the pod")
                         self._salvage(stop_first=True)
                     raise
-            finally:
+            except GputrainError as exc:
                 self.phase = "terminate"
                 self._finish(outcome)
+                self._amend(exc, outcome)
+                raise
+            except BaseException:
+                self.phase = "terminate"
+                self._finish(outcome)
+                raise
+            self.phase = "terminate"
+            self._finish(outcome)
         return outcome
+
+    def _amend(self, exc: GputrainError, outcome: Outcome) -> None:
+        """The error that ends the run says what the finish learnt: where the container log is (only when it
+        was kept) and, last, that a pod may still bill."""
+        if isinstance(exc, PodStartFailed):
+            exc.message += (f"; its container log is kept: `gputrain runpod logs {self.name} --pod`"
+                            if self.log_lines_kept else "; RunPod gave no container log for it")
+        if outcome.pod_live:
+            exc.message += f"; {outcome.billing}"
 
     def launch(self, exports: str) -> None:
         self.training = RemoteRun(self._shell(), self.remote)
@@ -205,6 +251,7 @@ class PodRun:
             try:
                 pod = self.client.get_pod(self.pod.id)
             except RunPodNotFound:
+                self.pod, self.evicted = replace(self.pod, status="TERMINATED"), True  # nothing left to salvage
                 raise TrainingLost(f"pod {self.pod.id} is gone (terminated outside this run)") from None
             except RunPodError as exc:
                 self.say(f"RunPod API not reachable ({exc.message}); still trying")
@@ -213,7 +260,9 @@ class PodRun:
                 self.pod = pod
                 self.cost_per_hour = max(self.cost_per_hour, pod.cost_per_hour)
                 if pod.status != "RUNNING":
-                    raise TrainingLost(f"pod {pod.id} went to {pod.status} while the connection was down")
+                    self.evicted = pod.status in ("EXITED", "TERMINATED")
+                    raise TrainingLost(f"pod {pod.id} went to {pod.status} while the connection was down"
+                                       + (" (taken away by its host)" if self.evicted else ""))
                 if pod.ssh_direct is not None:
                     self._shell().endpoint = pod.ssh_direct
             shell = self._shell()
@@ -240,6 +289,8 @@ class PodRun:
             return
         self.phase = "salvage"
         try:
+            if self.pod is not None and self.pod.status in ("EXITED", "TERMINATED") and not self._restart_for_salvage():
+                return
             if stop_first and self.training is not None:
                 code = self.training.stop(self.settings.stop_grace_s)
                 self.say(f"training stopped (exit {code})" if code is not None else
@@ -254,6 +305,43 @@ class PodRun:
         finally:
             self.phase = "terminate"
 
+    def _restart_for_salvage(self) -> bool:
+        """An EXITED pod keeps its volume: start it again (within the salvage budget) when the run's folder is
+        on that volume. False (and why, said once) when nothing can be reached."""
+        from gputrain.backends.runpod.api import RunPodNotFound
+
+        pod = self.pod
+        assert pod is not None
+        volume = pod.volume_path
+        on_volume = volume is not None and (self.remote + "/").startswith(volume.rstrip("/") + "/")
+        if pod.status != "EXITED" or not on_volume:
+            why = ("it was terminated" if pod.status == "TERMINATED" else
+                   "it has no volume, so its disk went with it" if volume is None else
+                   f"the run's folder {self.remote} is not on its volume {volume}")
+            self.say(f"nothing salvaged from pod {pod.id}: {why}")
+            return False
+        self.say(f"pod {pod.id} is EXITED with its volume {volume}: starting it again to salvage the run")
+        deadline = time.monotonic() + self.settings.salvage_s
+        try:
+            self.client.start_pod(pod.id)
+            while time.monotonic() < deadline:
+                pod = self.pod = self.client.get_pod(pod.id)
+                self.cost_per_hour = max(self.cost_per_hour, pod.cost_per_hour)
+                if pod.ready_for_ssh and pod.ssh_direct is not None:
+                    shell = self._shell()
+                    shell.endpoint = pod.ssh_direct
+                    if shell.check("true", timeout_s=shell.connect_timeout_s + 5):
+                        return True
+                time.sleep(1.0)
+        except RunPodNotFound:
+            self.say(f"nothing salvaged: pod {pod.id} is gone")
+            return False
+        except RunPodError as exc:
+            self.say(f"nothing salvaged: could not start pod {pod.id} again ({exc.message})")
+            return False
+        self.say(f"nothing salvaged: pod {pod.id} did not come back within {self.settings.salvage_s:.0f} s")
+        return False
+
     def _finish(self, outcome: Outcome) -> None:
         pods = [self.pod] if self.pod is not None else []
         if not pods and self.create_attempted:
@@ -263,7 +351,8 @@ class PodRun:
                 self.say(f"could not check for a pod named {self.name}: {exc}")
         for pod in pods[:1]:
             try:
-                kept = keep_container_log(self.client, pod.id, self.job_dir, idle_s=self.settings.log_idle_s)
+                kept = self.log_lines_kept = keep_container_log(self.client, pod.id, self.job_dir,
+                                                                idle_s=self.settings.log_idle_s)
                 self.say(f"kept {kept} line(s) of the container log in {self.job_dir / 'container.log'}")
             except (RunPodError, OSError) as exc:
                 self.say(f"could not keep the container log: {exc}")
@@ -285,21 +374,45 @@ class PodRun:
             self.say(f"--keep: pod {pods[0].id} left running; finish it with: gputrain runpod down {self.name}")
         created = self.pod.created_at if self.pod is not None else None
         cost, uptime = billed_cost(self.cost_per_hour, created, self.created_wall, ended)
-        record = {"pod_name": self.name, "pod_id": pods[0].id if pods else None, "state": outcome.state,
+        outcome.salvaged = list(self.salvaged)
+        outcome.pod_id = pods[0].id if pods else None
+        outcome.job_dir = str(self.job_dir)
+        outcome.pod_live = bool(pods) and not terminated and not self.settings.keep
+        if outcome.pod_live:
+            outcome.billing = billing_line(self.name, outcome.pod_id)
+            outcome.reason += f"; {outcome.billing}"
+        record: dict[str, Any] = {"pod_name": self.name, "pod_id": outcome.pod_id, "state": outcome.state,
                   "exit_code": outcome.exit_code, "reason": outcome.reason, "cost_per_hour_usd": self.cost_per_hour,
                   "uptime_s": round(uptime, 1), "cost_usd": round(cost, 4), "salvaged": self.salvaged,
                   "terminated": bool(pods) and terminated and not self.settings.keep,
                   "live": bool(pods) and not (terminated and not self.settings.keep)}
+        self.attempts.append({"attempt": len(self.attempts) + 1, "pod_id": outcome.pod_id, "state": outcome.state,
+                              "reason": outcome.reason, "resumed_from": self.resumed_from,
+                              "salvaged": list(self.salvaged), "cost_usd": round(cost, 4)})
+        if len(self.attempts) > 1:
+            record["attempts"] = self.attempts
+            record["cost_usd"] = round(sum(float(a["cost_usd"]) for a in self.attempts), 4)
+            for a in self.attempts:
+                self.say(f"attempt {a['attempt']}: pod {a['pod_id']} {a['state']}"
+                         f"{' from ' + a['resumed_from'] if a['resumed_from'] else ''} (${a['cost_usd']:.2f})")
         self.say(f"{outcome.state}: {outcome.reason}; cost ${cost:.2f} (${self.cost_per_hour:.2f}/h × "
                  f"{uptime / 60:.1f} min)")
         self._write_summaries(record)
-        self.registry.update(self.name, state=outcome.state, exit_code=outcome.exit_code,
-                             extra={k: v for k, v in record.items() if k not in ("state", "exit_code")})
+        try:
+            self.registry.update(self.name, state=outcome.state, exit_code=outcome.exit_code,
+                                 extra={k: v for k, v in record.items() if k not in ("state", "exit_code")})
+        except (sqlite3.Error, OSError, GputrainError) as exc:
+            self.say(f"could not record the end state in the job registry ({exc}); `gputrain runpod list` "
+                     f"records it from {self.job_dir / 'runpod.json'} once the registry can be written")
 
     def _write_summaries(self, record: dict[str, Any]) -> None:
         from gputrain.atomic import write_atomic
 
-        write_atomic(self.job_dir / "runpod.json", json.dumps(record, indent=2) + "\n")
+        try:
+            write_atomic(self.job_dir / "runpod.json", json.dumps(record, indent=2) + "\n")
+        except OSError as exc:
+            self.say(f"could not write {self.job_dir / 'runpod.json'}: {exc.strerror or exc}")
+            return
         try:
             from gputrain.backends.runpod.billing import write_job_summary
 

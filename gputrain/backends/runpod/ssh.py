@@ -13,6 +13,7 @@ report that code through us, so 255 becomes :class:`SshConnectionLost` and never
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -67,6 +68,20 @@ SSH_LOST = 255
 
 class SshConnectionLost(RunPodError):
     """ssh exited 255: the pod could not be reached (or the connection dropped). Not the training's code."""
+
+
+_CAUSES = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied|"
+                     r"File too large")
+
+
+def copy_cause(stderr: bytes) -> str:
+    """The line of rsync's/scp's stderr that says why: "No space left on device" rather than the closing
+    "rsync error: error in file IO (code 11)"."""
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    for line in lines:
+        if found := _CAUSES.search(line):  # the cause first: the path before it can be long
+            return f"{found.group(0)}: {line[:found.start()].strip().rstrip(':')}"
+    return lines[-1].strip() if lines else ""
 
 
 class PodShell:
@@ -133,8 +148,9 @@ class PodShell:
         if self._rsync_ok():
             # Download: regular files and folders only (-rt, not -a): a pod's symbolic link (container.log ->
             # /proc/self/environ), device or FIFO is skipped, never recreated here for us to read through,
-            # and the pod's permission bits are not taken over.
-            argv = ["rsync", "-a" if upload else "-rt", "--partial", "-e", ssh]
+            # and the pod's permission bits are not taken over. --partial only for uploads (resumed by the
+            # next try); a download that fails (a full disk) must not leave a truncated file under its real name.
+            argv = ["rsync", "-a" if upload else "-rt", *(["--partial"] if upload else []), "-e", ssh]
             if bwlimit_kbps:
                 argv.append(f"--bwlimit={bwlimit_kbps}")
             if not upload:
@@ -183,8 +199,7 @@ class PodShell:
             except subprocess.TimeoutExpired:
                 raise RunPodError(f"{what} did not finish within {timeout_s:.0f} s") from None
         if proc.returncode != 0:
-            last = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or [""]
-            text = f"{what} failed (exit {proc.returncode}): {last[0][:200]}"
+            text = f"{what} failed (exit {proc.returncode}): {copy_cause(err or b'')[:200]}"
             if proc.returncode == SSH_LOST or not self.check("true", timeout_s=self.connect_timeout_s + 5):
                 raise SshConnectionLost(text)
             raise RunPodError(text)

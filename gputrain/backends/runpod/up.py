@@ -12,6 +12,7 @@ finishes the job.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -35,7 +36,7 @@ from gputrain.backends.runpod.owner import (
 )
 from gputrain.backends.runpod.pods import Pod, create_body, pod_name
 from gputrain.backends.runpod.remote import DETACH_SCRIPT, STATE
-from gputrain.backends.runpod.session import Outcome, PodRun, RunSettings
+from gputrain.backends.runpod.session import Outcome, PodRun, PodStartFailed, RunSettings
 from gputrain.backends.runpod.ssh import PodShell, ensure_key
 from gputrain.errors import RunPodError, RunPodUsageError
 
@@ -76,11 +77,20 @@ class UpOptions:
     log_idle_s: float = 3.0
     keepalive_s: int = 15
     plan: Any = None  # the JobPlan already made for the run (gputrain.cli.launch); None: plan it here
+    lost_create_s: float = 120.0
+    """How long a create whose answer was lost is looked for by name (the server may make the pod late)."""
+    retry: int = 0
+    """Relaunches after an eviction (the host took the pod), each on a new pod from the newest salvaged
+    checkpoint, as SkyPilot's managed jobs recover spot preemptions."""
 
 
 class Up:
-    def __init__(self, opts: UpOptions, say: Callable[[str], None] | None = None) -> None:
+    def __init__(self, opts: UpOptions, say: Callable[[str], None] | None = None,
+                 confirm: Callable[[str], None] | None = None) -> None:
+        """``confirm`` is shown the plan's cost before anything is created or written and raises to refuse
+        (the CLI asks on a terminal, or requires ``--yes``); None: no question (the Python API)."""
         self.opts = opts
+        self.confirm = confirm
         self.say = say or (lambda msg: print(f"gputrain: {msg}", file=sys.stderr, flush=True))
         self.run_id = new_run_id()
         self.pod_run: PodRun | None = None
@@ -113,6 +123,8 @@ class Up:
 
             return attach(opts.name or live_run_of(registry, base), self.settings(), say=self.say)
         name = opts.name or run_pod_name(base, self.run_id)
+        if self.confirm is not None:
+            self.confirm(cost_line(first, opts, name))
         lock = PodLock(name)
         if not lock.acquire(self.run_id):
             raise busy_error(name, lock.holder())
@@ -138,20 +150,43 @@ class Up:
                 recipe_path=str(opts.recipe_path), job_dir=str(job_dir), state="PENDING", gpu=plan.gpu.name,
                 gpus_per_node=plan.gpus_per_node, nodes=1, extra=extra,
             ))
-            key, public_key = ensure_key(name)
             self.say(f"job {name}: {job_dir}")
-            run = self.pod_run = PodRun(RunPodClient(api_key), registry, name, job_dir, remote, self.settings(),
-                                    say=self.say)
+            client = RunPodClient(api_key, lost_create_s=opts.lost_create_s,
+                                  lost_create_poll_s=min(5.0, max(0.1, opts.lost_create_s / 10)))
             try:
-                return run.execute(lambda: self._body(run, plan, files, key, public_key, job_dir))
+                return self._attempts(client, registry, name, job_dir, remote, plan, files)
             finally:
-                run.client.close()
+                client.close()
         finally:
             lock.release()
 
+    def _attempts(self, client: RunPodClient, registry: Any, name: str, job_dir: Path, remote: str, plan: Any,
+                  files: dict[str, str]) -> Outcome:
+        """The first pod, then (``--retry N``) a new pod per eviction, resumed from the newest checkpoint
+        salvaged into the job folder; every attempt is kept in ``runpod.json``/``summary.json``."""
+        from gputrain.backends.runpod.salvage import newest_checkpoint
+
+        history: list[dict[str, Any]] = []
+        resume: str | None = None
+        while True:
+            key, public_key = ensure_key(name)
+            run = self.pod_run = PodRun(client, registry, name, job_dir, remote, self.settings(), say=self.say)
+            run.attempts = history
+            run.resumed_from = resume
+            outcome = run.execute(functools.partial(self._body, run, plan, files, key, public_key, job_dir, resume))
+            if not (run.evicted and outcome.state == "LOST" and len(history) <= self.opts.retry):
+                return outcome
+            ckpts = job_dir / "checkpoints"
+            resume = newest_checkpoint([p.name for p in ckpts.iterdir()] if ckpts.is_dir() else [])
+            self.say(f"attempt {len(history)} was evicted; relaunching on a new pod (retry {len(history)} of "
+                     f"{self.opts.retry}) from {f'checkpoint {resume}' if resume else 'the start'}")
+
     def run(self) -> int:
-        """The training's exit code (1 when it is unknown: LOST, or failed before the training ended)."""
+        """The training's exit code (1 when it is unknown: LOST, or failed before the training ended, and
+        whenever the pod may still bill)."""
         outcome = self.go()
+        if outcome.pod_live:
+            return 1
         return outcome.exit_code if outcome.exit_code is not None else 1
 
     def settings(self) -> RunSettings:
@@ -160,7 +195,7 @@ class Up:
                            stop_grace_s=o.stop_grace_s, log_idle_s=o.log_idle_s, keepalive_s=o.keepalive_s)
 
     def _body(self, run: PodRun, plan: Any, files: dict[str, str], key: Path, public_key: str,
-              job_dir: Path) -> int:
+              job_dir: Path, resume: str | None = None) -> int:
         from gputrain.backends.runpod.bundle import image_cuda
 
         opts = self.opts
@@ -174,7 +209,14 @@ class Up:
         remote = run.remote
         sources = [job_dir / "plan.json", job_dir / "run_multigpu.sh", job_dir / STATE]
         self.say(f"uploading plan and launcher to {endpoint.host}:{endpoint.port}:{remote}")
+        if resume is not None:  # a retry: no state of the evicted attempt's launcher may be taken for this one's
+            q = shlex.quote
+            shell.run_checked(" ".join(f"rm -f {q(f'{remote}/{STATE}/{n}')};" for n in
+                                       ("pid", "exit_code", "child.pid", "run.out")), "clear the old run state")
         shell.upload(sources, remote, opts.bwlimit_kbps)
+        if resume is not None:
+            self.say(f"uploading checkpoint {resume} to resume from")
+            shell.upload([job_dir / "checkpoints" / resume], f"{remote}/job/checkpoints", opts.bwlimit_kbps)
         if opts.data is not None:
             self.say(f"uploading data {opts.data} to {remote}/data/")
             shell.upload([opts.data.resolve()], f"{remote}/data", opts.bwlimit_kbps)
@@ -218,6 +260,7 @@ class Up:
                     name=name, image=opts.image, gpu_id=ids[0] if ids else "", gpu_count=plan.gpus_per_node,
                     disk_gb=opts.disk_gb, volume_gb=opts.volume_gb, env=env, public_key=public_key,
                     cloud=cloud, data_centers=dcs, min_cuda=cuda,
+                    volume_path=(opts.remote_dir or "/workspace").rstrip("/") or "/workspace",
                 )
                 if plan.gpu.is_cpu:
                     body.pop("gpu")
@@ -253,8 +296,7 @@ class Up:
             pod = run.pod = run.client.get_pod(run.pod.id)
             run.cost_per_hour = max(run.cost_per_hour, pod.cost_per_hour)
             if pod.status in ("ERROR", "EXITED", "TERMINATED"):
-                raise RunPodError(f"pod {pod.id} went to {pod.status} while starting; its container log is "
-                                  f"kept: `gputrain runpod logs {pod.name} --pod`")
+                raise PodStartFailed(f"pod {pod.id} went to {pod.status} while starting")
             direct = pod.ssh_direct
             if pod.status == "RUNNING" and pod.ssh_problem:
                 raise RunPodError(f"pod {pod.id}: {pod.ssh_problem}; not connecting")
@@ -263,5 +305,34 @@ class Up:
                 return direct
             if time.monotonic() + self.opts.poll_s > self.deadline:
                 raise RunPodError(f"pod {pod.id} not ready within {self.opts.ready_timeout_s:.0f} s (status "
-                                  f"{pod.status}, ssh.direct {'set' if pod.ssh_direct else 'not published'})")
+                                  f"{pod.status}, ssh.direct {'set' if pod.ssh_direct else 'not published'}); "
+                                  f"{_not_ready_hint(pod.status, self.opts)}")
             time.sleep(self.opts.poll_s)
+
+
+def _not_ready_hint(status: str, opts: UpOptions) -> str:
+    """What to do about a pod that did not get ready (it is terminated either way)."""
+    if status == "PROVISIONING":
+        where = "" if opts.other_cloud else ", --other-cloud"
+        where += "" if opts.data_centers else ", --data-center <id>"
+        return (f"RunPod found no machine to start it on; it is terminated — run `up` again later, or try{where} "
+                "or another --gpu")
+    if status == "STARTING":
+        return ("the image may still be downloading; it is terminated — a large image needs a longer "
+                "--ready-timeout, and `gputrain runpod logs NAME --pod` shows the container log while a pod lives")
+    return "it is terminated — check that the image starts sshd with PUBLIC_KEY (see `gputrain docker`)"
+
+
+def cost_line(plan: Any, opts: UpOptions, name: str) -> str:
+    """What ``up`` is about to rent and what it should cost, from the catalog price and the plan's estimate
+    (RunPod bills its own rate, shown once the pod exists, from creation to termination)."""
+    count, gpu = plan.gpus_per_node, plan.gpu
+    rate = float(gpu.price_usd_hour or 0.0) * count
+    est = plan.estimate
+    hours = est.total_hours
+    total = f"about ${est.cost_usd:.2f} for the estimated {hours:.1f} h" if hours and est.cost_usd else \
+        "no duration estimate for this recipe"
+    keep = "; --keep: it bills until `gputrain runpod down " + name + "`" if opts.keep else ""
+    return (f"pod {name}: {count} x {gpu.name} ({opts.cloud} cloud), image {opts.image}, {opts.disk_gb} GB disk"
+            f"{f', {opts.volume_gb} GB volume' if opts.volume_gb else ''}; catalog ${rate:.2f}/h, {total} "
+            f"(RunPod bills its own rate from creation to termination){keep}")
