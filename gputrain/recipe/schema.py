@@ -17,13 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
-from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.algorithms.grpo import GDPOAlgorithm, GRPOAlgorithm
 from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 
 #: The ``algorithm:`` settings of any entrypoint; which one a recipe holds is decided by its entrypoint
 #: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
-AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GRPOAlgorithm
+AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GDPOAlgorithm | GRPOAlgorithm
 
 # Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
 _TIME_RE = re.compile(r"\A(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
