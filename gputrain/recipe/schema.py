@@ -25,6 +25,9 @@ from gputrain.recipe.entrypoints import ENTRYPOINTS
 #: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
 AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GDPOAlgorithm | GRPOAlgorithm
 
+#: Entrypoints that generate their data (graphs, all-reduce payloads): ``data.source`` must be ``generated``.
+GENERATED_DATA_ONLY = ("gnn_coloring", "selftest")
+
 # Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
 _TIME_RE = re.compile(r"\A(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
 _ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -203,6 +206,17 @@ class Recipe(Strict):
     def _known_entrypoint(cls, value: str) -> str:
         if value not in ENTRYPOINTS:
             raise ValueError(f"unknown entrypoint {value!r}; known: {', '.join(sorted(ENTRYPOINTS))}")
+        return value
+
+    @field_validator("data")
+    @classmethod
+    def _source_honoured(cls, value: DataSpec, info: ValidationInfo) -> DataSpec:
+        """A documented field is honoured or refused: entrypoints that generate their own data read no file,
+        so another ``data.source`` would be silently ignored (issue 31)."""
+        entrypoint = info.data.get("entrypoint")
+        if entrypoint in GENERATED_DATA_ONLY and value.source != "generated":
+            raise ValueError(f"data.source {value.source!r}: {entrypoint} trains on data it generates itself and "
+                             "reads no files; use data.source: generated (sizes: data.train_size, data.val_size)")
         return value
 
     @field_validator("algorithm", mode="before")

@@ -29,7 +29,7 @@ class GRPOAlgorithm(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1)
     top_k: int | None = Field(default=None, gt=0)
     max_prompt_length: int = Field(default=512, gt=0, description="prompts cut to this many tokens")
-    max_completion_length: int = Field(default=256, gt=0, description="new tokens per completion")
+    max_completion_length: int = Field(default=512, gt=0, description="new tokens per completion (TRL 1.16: 512)")
     rollout_engine: Literal["auto", "hf", "vllm"] = Field(
         default="auto",
         description="auto: colocated vLLM when installed, on CUDA, with memory.vllm_gpu_memory_utilization "
