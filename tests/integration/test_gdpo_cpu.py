@@ -40,6 +40,14 @@ def test_gdpo_cpu_trains_under_real_fsdp_and_reports_prompt_independence(tmp_pat
     identical = result["eval_identical_share"] >= 0.5 and result["eval_distinct_prompts"] >= 4
     assert identical == any("got the same completion" in f for f in result["flags"])
 
+    # the trained policy leaves as a save_pretrained folder that transformers loads as is
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert result["model_dir"] == "model"
+    policy = AutoModelForCausalLM.from_pretrained(job / "model")
+    assert sum(p.numel() for p in policy.parameters()) == result["global_numel"]
+    assert AutoTokenizer.from_pretrained(job / "model").chat_template
+
     assert result["distinct_advantages_gdpo_mean"] >= result["distinct_advantages_grpo_mean"]
     per_step = [json.loads(x) for x in (job / "gdpo_resolution.jsonl").read_text().splitlines()]
     assert [r["step"] for r in per_step] == list(range(1, 81))

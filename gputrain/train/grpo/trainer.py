@@ -30,6 +30,7 @@ import torch
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.train.grpo.engines import HFEngine, RolloutEngine, Sampling, VLLMRolloutEngine
+from gputrain.train.grpo.export import MODEL_DIR, export_policy
 from gputrain.train.grpo.independence import independence_flags, prompt_independence
 from gputrain.train.grpo.phases import Policy, rollout_phase, step_metrics, update_phase
 from gputrain.train.grpo.policy import (
@@ -222,6 +223,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops, flags_out=hacking)
     if train.save_every:
         ctx.checkpoints.save(step, state())
+    exported = export_policy(model, tokenizer, ctx.job_dir, is_main=ctx.is_main)  # collective
+    if exported is not None:
+        ctx.print0(f"[grpo] policy saved for transformers: {exported} (AutoModelForCausalLM.from_pretrained)")
     result = run_result(history, last_eval, task.reward_names)
     if last_batch[0]:
         rollout = prompt_independence(*last_batch, task.answer_of)
@@ -241,6 +245,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "global_numel": report.global_numel,
             "rollout_engine": engine.name,
             "prompt_format": fmt.mode,
+            "model_dir": MODEL_DIR,  # save_pretrained folder: safetensors, config, tokenizer, chat template
             "precision": ctx.precision.name,
             **result,
             **task.report,
