@@ -80,7 +80,8 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
     algo = ctx.algorithm(GRPOAlgorithm)
     recipe = ctx.recipe
     revision = ctx.plan.pinned_commit("model", recipe.model.name)  # offline clusters: what prepare fetched
-    tokenizer = policy_tokenizer(recipe.model, task.corpus, revision=revision)
+    tokenizer = policy_tokenizer(recipe.model, task.corpus, revision=revision,
+                                 chat=algo.prompt_format != "raw")
     model = build_model(recipe.model, tokenizer, attention=recipe.train.attention, seed=ctx.seed,
                         revision=revision)
     model.to(ctx.device)
@@ -155,6 +156,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     engine, engine_note = _engine(ctx, policy, algo)
     ctx.print0(f"[grpo] rollout engine: {engine_note}")
     fmt = resolve_prompt_format(algo.prompt_format, tokenizer, algo.system_prompt)
+    if fmt.mode == "raw" and getattr(tokenizer, "chat_template", None):
+        ctx.print0("[grpo] warning: algorithm.prompt_format=raw but the model has a chat template: its prompts "
+                   "are not what it was tuned on (use auto or chat)")
     if task.check_prompts is not None:
         first = list(task.train_rows[:4])
         task.check_prompts(fmt.render(tokenizer, [r["prompt"] for r in first]), first)
