@@ -85,7 +85,7 @@ def train(ctx: RunContext) -> int:
                            model=recipe.model, algo=algo, seed=ctx.seed, job_dir=ctx.job_dir)
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
     tracker = ResolutionTracker(ctx, task.score, algo.num_generations, weights)
-    task.score = tracker
+    task.plain_score, task.score = task.score, tracker
     task.final_report = tracker.summary
     ctx.print0(
         f"[gdpo] {len(task.train_rows)} training / {len(task.eval_rows)} eval problems, rewards "

@@ -36,5 +36,8 @@ class GRPOTask:
     check_prompts: Callable[[list[str], Sequence[Row]], None] | None = None
     """Called once before training with the first prompts as the policy sees them (chat template applied)
     and their rows; raises a one-line error when they contradict what the rewards demand."""
+    plain_score: ScoreFn | None = None
+    """``score`` without training-time wrappers (GDPO's per-step resolution tracker), for scoring evaluation
+    completions; None: ``score`` itself."""
     answer_of: Callable[[str], str | None] | None = None
     """The final answer a completion states (math); the prompt-independence check compares answers too."""

@@ -325,7 +325,7 @@ def _independence(task: GRPOTask, rows: list[dict[str, Any]], texts: list[str],
     results.update({k: float(v) for k, v in figures.items() if isinstance(v, float)})
     means: dict[str, float] = {}
     if any(n not in CORRECTNESS_NAMES for n in task.reward_names):
-        scores = task.score(texts, rows)
+        scores = (task.plain_score or task.score)(texts, rows)  # not GDPO's tracker: no training record
         means = {n: sum(s[k] for s in scores) / len(scores) for k, n in enumerate(task.reward_names)}
     return independence_flags(figures, means, where="final evaluation")
 
