@@ -46,7 +46,8 @@ def load_job(job: Path, overrides: dict[str, Any]) -> tuple[Any, Any, dict[str, 
     from gputrain.train.gnn_coloring.graphs import feature_dim
     from gputrain.train.gnn_coloring.model import ColoringGNN
 
-    config = json.loads((job / "plan.json").read_text())["config"]
+    plan = json.loads((job / "plan.json").read_text())
+    config = plan.get("recipe") or plan["config"]  # "config" in plans written before the typed plan contract
     known = GNNColoringAlgorithm.model_fields  # a job of an older version may carry settings since removed
     algo = {k: v for k, v in config.get("algorithm", {}).items() if k in known and v is not None}
     settings = GNNColoringAlgorithm.model_validate({**algo, **overrides})

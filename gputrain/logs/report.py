@@ -120,6 +120,9 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary.get("result"):
         nums = {k: v for k, v in summary["result"].items() if isinstance(v, (int, float))}
         rows.append(("result", "  ".join(f"{k} {fmt_num(v)}" for k, v in list(nums.items())[:6])))
+        lines = summary["result"].get("headline")  # a training's own one-line findings (GNN: per family)
+        for line in lines if isinstance(lines, list) else []:
+            rows.append(("result", str(line)))
         # the training's own warnings about its numbers (RL: a reward won by empty output, a summed reward
         # rising while its parts fall), one row each: a person must not miss them in ten seconds
         flags = summary["result"].get("flags")

@@ -73,7 +73,7 @@ ENTRYPOINTS: dict[str, Entrypoint] = {
     ),
     "gdpo": Entrypoint(
         "gputrain.train.gdpo",
-        "gputrain.recipe.algorithms.grpo:GRPOAlgorithm",
+        "gputrain.recipe.algorithms.grpo:GDPOAlgorithm",
         "GDPO multi-reward RL (per-reward group normalisation)",
         workload="rl", packages=(*_RL, "math_verify"), hub_model=True,
     ),

@@ -17,14 +17,17 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
-from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+from gputrain.recipe.algorithms.grpo import GDPOAlgorithm, GRPOAlgorithm
 from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.env_policy import check_env_name
 
 #: The ``algorithm:`` settings of any entrypoint; which one a recipe holds is decided by its entrypoint
 #: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
-AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GRPOAlgorithm
+AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorithm | GDPOAlgorithm | GRPOAlgorithm
+
+#: Entrypoints that generate their data (graphs, all-reduce payloads): ``data.source`` must be ``generated``.
+GENERATED_DATA_ONLY = ("gnn_coloring", "selftest")
 
 # Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
 _TIME_RE = re.compile(r"\A(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
@@ -220,6 +223,17 @@ class Recipe(Strict):
     def _known_entrypoint(cls, value: str) -> str:
         if value not in ENTRYPOINTS:
             raise ValueError(f"unknown entrypoint {value!r}; known: {', '.join(sorted(ENTRYPOINTS))}")
+        return value
+
+    @field_validator("data")
+    @classmethod
+    def _source_honoured(cls, value: DataSpec, info: ValidationInfo) -> DataSpec:
+        """A documented field is honoured or refused: entrypoints that generate their own data read no file,
+        so another ``data.source`` would be silently ignored (issue 31)."""
+        entrypoint = info.data.get("entrypoint")
+        if entrypoint in GENERATED_DATA_ONLY and value.source != "generated":
+            raise ValueError(f"data.source {value.source!r}: {entrypoint} trains on data it generates itself and "
+                             "reads no files; use data.source: generated (sizes: data.train_size, data.val_size)")
         return value
 
     @field_validator("algorithm", mode="before")

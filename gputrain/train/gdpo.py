@@ -7,7 +7,9 @@ Each reward component is z-scored within its group, the weighted sum is z-scored
 (``multi_objective_aggregation: normalize_then_sum``, in ``gputrain.train.grpo.advantages``). Why: summing
 first maps different reward mixes, say (0,1), (0,2) and (1,2) in a group of two, onto the same advantage;
 normalising per reward keeps them apart. Default rewards: correctness + length budget on DeepScaleR/MATH,
-format + correctness + integer answer on GSM8K-style data.
+correctness + format + integer answer on GSM8K-style data. The aggregation is fixed by the recipe's schema
+(``GDPOAlgorithm``), so the plan says what runs; its ``reward_gate: correctness`` default pays the format
+and integer rewards only on correct answers, so an answer that ignores the question cannot raise the total.
 
 Besides the core's metrics (per-component reward mean/std, response length, distinct advantages), this
 entry records for each step the distinct advantage values GDPO gives and what summed GRPO would give on the
@@ -22,7 +24,7 @@ from typing import Any
 from gputrain.train.grpo_math import report_strategy
 from gputrain.train.runtime import RunContext, run_entrypoint
 
-GSM8K_REWARDS = ("format", "correctness", "integer")
+GSM8K_REWARDS = ("correctness", "format", "integer")
 BOXED_REWARDS = ("correctness", "length")
 RESOLUTION_FILE = "gdpo_resolution.jsonl"
 
@@ -70,37 +72,20 @@ class ResolutionTracker:
         return {f"distinct_advantages_{name}_mean": total / self.seen for name, total in self.totals.items()}
 
 
-def _use_gdpo_aggregation(ctx: RunContext) -> None:
-    """GDPO is the per-reward normalisation; the resolved recipe carries the schema default
-    (sum_then_normalize) when a recipe leaves the field out, so the entry sets it and says so. The plan is
-    frozen: the context gets a copy with the changed setting, which the GRPO core then reads."""
-    from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
-
-    algo = ctx.algorithm(GRPOAlgorithm)
-    if algo.multi_objective_aggregation != "normalize_then_sum":
-        ctx.print0(
-            f"[gdpo] algorithm.multi_objective_aggregation={algo.multi_objective_aggregation!r} "
-            "replaced by normalize_then_sum (use entrypoint grpo_math for summed rewards)"
-        )
-        algo = algo.model_copy(update={"multi_objective_aggregation": "normalize_then_sum"})
-        ctx.plan = ctx.plan.model_copy(update={"recipe": ctx.recipe.model_copy(update={"algorithm": algo})})
-
-
 def train(ctx: RunContext) -> int:
-    from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
+    from gputrain.recipe.algorithms.grpo import GDPOAlgorithm
     from gputrain.train.grpo.trainer import train_grpo
     from gputrain.train.math_rl.task import build_math_task
 
-    _use_gdpo_aggregation(ctx)
     recipe = ctx.recipe
-    algo = ctx.algorithm(GRPOAlgorithm)
+    algo = ctx.algorithm(GDPOAlgorithm)  # the plan holds normalize_then_sum: the entry rewrites nothing
     source = recipe.data.source
     gsm_like = source == "generated" or "gsm8k" in source.lower()
     task = build_math_task("gdpo", GSM8K_REWARDS if gsm_like else BOXED_REWARDS, data=recipe.data,
                            model=recipe.model, algo=algo, seed=ctx.seed, job_dir=ctx.job_dir)
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
     tracker = ResolutionTracker(ctx, task.score, algo.num_generations, weights)
-    task.score = tracker
+    task.plain_score, task.score = task.score, tracker
     task.final_report = tracker.summary
     ctx.print0(
         f"[gdpo] {len(task.train_rows)} training / {len(task.eval_rows)} eval problems, rewards "

@@ -69,6 +69,12 @@ def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path)
     # The learning signal: the network's own argmax (nothing repairs it) beats random colouring by far.
     assert test["network_conflicts_per_edge"] < 0.5 * test["random_conflicts_per_edge"], test
     assert result["network_conflicts_per_edge"] == test["network_conflicts_per_edge"]  # the job summary's line
+    # what the network adds over a random-start Tabucol of the same budget, test-split means and per family
+    assert result["colours_saved_vs_random_search"] == test["colours_random_search"] - test["colours_network_search"]
+    assert [line.split(":")[0] for line in result["headline"]][:5] == ["test", "planted", "erdos_renyi",
+                                                                       "mycielski", "queen"]
+    summary_text = (job_dir / "job_summary.txt").read_text()
+    assert "random-start Tabucol" in summary_text and "DSATUR" in summary_text
     assert {"planted", "erdos_renyi", "mycielski", "queen"} <= set(result["summary"])
     assert {"planted_no_more_than_dsatur_share", "families_fewer_than_dsatur", "beats_random_search"} <= set(
         result["goals"]
@@ -84,6 +90,16 @@ def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path)
     losses = [json.loads(line) for line in (job_dir / "metrics.jsonl").read_text().splitlines()]
     train_losses = [r["loss"] for r in losses if "loss" in r]
     assert train_losses[-1] < train_losses[0]
+
+    # the family table script reads the finished job (it crashed on plan.json's renamed "config"): smoke size
+    table = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gnn_family_table.py"), str(job_dir), "--eval-graphs", "4",
+         "--search-moves", "200"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=300,
+    )
+    assert table.returncode == 0, table.stderr[-3000:]
+    assert "| planted | " in table.stdout and "random-seeded Tabucol" in table.stdout
 
     from gputrain.registry.store import JobRegistry
 

@@ -113,7 +113,8 @@ def test_schema_is_json_schema() -> None:
     assert doc["title"] == "gputrain recipe"
     assert "train" in doc["properties"] and doc["additionalProperties"] is False
     algorithm = {ref["$ref"].rsplit("/", 1)[-1] for ref in doc["properties"]["algorithm"]["anyOf"]}
-    assert algorithm == {"SelftestAlgorithm", "GNNColoringAlgorithm", "DiffusionAlgorithm", "GRPOAlgorithm"}
+    assert algorithm == {"SelftestAlgorithm", "GNNColoringAlgorithm", "DiffusionAlgorithm", "GRPOAlgorithm",
+                         "GDPOAlgorithm"}  # gdpo: GRPO's settings with its aggregation fixed (issue 29)
 
 
 def test_schema_plan_is_the_plan_json_schema(tmp_path: Path) -> None:

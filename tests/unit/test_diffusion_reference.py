@@ -39,7 +39,7 @@ def test_defaults_are_the_references() -> None:
     assert algo.time_conditioning is False and algo.loss_on_padding is False
     assert algo.ema == 0.9999 and algo.dropout == 0.1
     assert algo.adam_betas == (0.9, 0.999) and algo.adam_eps == 1e-8
-    assert algo.first_hitting is True and algo.nucleus_p == 0.9 and algo.clip_resample is True
+    assert algo.first_hitting is True and algo.nucleus_p == 0.9 and algo.clip_resample is False
     assert algo.sampling_steps is None  # the layout's block lengths
 
 

@@ -103,3 +103,14 @@ def test_prompts_cut_to_max_prompt_length_are_said_once(capsys: pytest.CaptureFi
         in capsys.readouterr().err
     rollout.tokenize_prompts(tok, [text], n - 3, CPU, add_special_tokens=False)
     assert capsys.readouterr().err == ""  # once per run
+
+
+def test_a_raw_prompt_policy_is_not_given_a_chat_template() -> None:
+    """Issue 29: the code CPU profile sent raw prompts to a tiny model that carried a ChatML template."""
+    from gputrain.recipe.schema import ModelSpec
+    from gputrain.train.grpo.policy import policy_tokenizer
+
+    spec = ModelSpec(name="tiny-qwen2", vocab_size=64)
+    raw = policy_tokenizer(spec, ["def f(x): return x"], chat=False)
+    assert not raw.chat_template and resolve_prompt_format("auto", raw).mode == "raw"
+    assert policy_tokenizer(spec, ["def f(x): return x"]).chat_template  # chat (the default) keeps it

@@ -36,8 +36,9 @@ class DiffusionAlgorithm(BaseModel):
     clip_beta: float = Field(default=0.0, ge=0, lt=1, description="β: lowest training t")
     clip_omega: float = Field(default=1.0, gt=0, le=1, description="ω: highest training t")
     clip_resample: bool = Field(
-        default=True, description="redraw a block's mask until its masked share lies in [β, ω] "
-        "(reference: training.resample true)"
+        default=False, description="redraw a block's mask until its masked share lies in [β, ω]: for "
+        "fine-tuning from a checkpoint that learnt every mask rate (the paper's second stage); off while "
+        "training from scratch or warming up (reference: training.resample false by default)"
     )
     clip_search: bool = Field(default=True, description="at each eval, pick [β, ω] minimising per-block variance")
     clip_search_widths: list[float] = Field(

@@ -29,7 +29,7 @@ class GRPOAlgorithm(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1)
     top_k: int | None = Field(default=None, gt=0)
     max_prompt_length: int = Field(default=512, gt=0, description="prompts cut to this many tokens")
-    max_completion_length: int = Field(default=256, gt=0, description="new tokens per completion")
+    max_completion_length: int = Field(default=512, gt=0, description="new tokens per completion (TRL 1.16: 512)")
     rollout_engine: Literal["auto", "hf", "vllm"] = Field(
         default="auto",
         description="auto: colocated vLLM when installed, on CUDA, with memory.vllm_gpu_memory_utilization "
@@ -104,6 +104,16 @@ class GRPOAlgorithm(BaseModel):
         description="the length reward pays only completions that are correct / well-formed (none: any, "
         "the empty one included)",
     )
+    reward_gate: Literal["correctness", "none"] = Field(
+        default="none",
+        description="correctness: the format and integer rewards pay only correct answers, so a constant "
+        "(prompt-independent) answer cannot raise the total; none: they pay any well-formed answer",
+    )
+    answer_format: Literal["auto", "gsm8k", "boxed"] = Field(
+        default="auto",
+        description="math: the one final-answer form the prompt asks for and the format reward demands "
+        "(gsm8k: '#### n'; boxed: \\boxed{}; auto: the dataset's own); match the model's chat template",
+    )
 
     # Code reward (grpo_code)
     all_or_nothing: bool = Field(default=False, description="code reward 1 only when every assert passes")
@@ -138,4 +148,35 @@ class GRPOAlgorithm(BaseModel):
                     f"train_batch_size {self.train_batch_size} is not a multiple of "
                     f"ppo_mini_batch_size {self.ppo_mini_batch_size}"
                 )
+        return self
+
+
+class GDPOAlgorithm(GRPOAlgorithm):
+    """GDPO's settings (entrypoint ``gdpo``): GRPO's, with the per-reward normalisation fixed in the plan and
+    auxiliary rewards gated on correctness by default.
+
+    Why a model of its own: the aggregation *is* GDPO, so the resolved plan must say so rather than the entry
+    rewriting it at run time; and GDPO is a multi-reward method whose easy rewards (format, integer, length)
+    a prompt-independent answer can collect. The paper conditions the easier reward on the harder one; here
+    every auxiliary reward is gated on correctness unless a recipe says otherwise, and a GDPO recipe's
+    rewards must include ``correctness``.
+    """
+
+    multi_objective_aggregation: Literal["normalize_then_sum"] = Field(
+        default="normalize_then_sum",
+        description="GDPO: per-reward group z-scores, weighted sum, batch z-score (grpo_math sums first)",
+    )
+    reward_gate: Literal["correctness", "none"] = Field(
+        default="correctness",
+        description="correctness: format/integer rewards pay only correct answers (a constant answer cannot "
+        "raise the total); none: any well-formed answer",
+    )
+
+    @model_validator(mode="after")
+    def _has_correctness(self) -> GDPOAlgorithm:
+        if self.rewards and "correctness" not in self.rewards:
+            raise ValueError(
+                f"rewards {self.rewards} have no 'correctness': every other reward can be raised by an "
+                "answer that ignores the question; add correctness"
+            )
         return self

@@ -129,6 +129,9 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
         first_loss = ckpt.state.get("first_loss")  # None from checkpoints of older versions
         state.update(pos=pos, clip=clip, first_loss=first_loss)
         ctx.print0(f"[{task.name}] resumed from step {step} (epoch {pos['epoch']}, batch {pos['batch']})")
+    if algo.clip_resample and step == 0:
+        ctx.print0(f"[{task.name}] warning: algorithm.clip_resample on from scratch: blocks masked beyond ω are "
+                   "never trained; the paper resamples only when fine-tuning from a checkpoint (--resume-from)")
 
     def batches() -> Any:
         while True:

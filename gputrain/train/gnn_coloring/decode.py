@@ -143,6 +143,11 @@ def summarize(results: list[GraphResult]) -> dict[str, Any]:
         "network_search_moves_vs_random_search": compare_counts(
             [r.moves_network_search for r in results], [r.moves_random_search for r in results]
         ),
+        # what the network adds over a random start of the same search at the same move budget (issue 29)
+        "colours_saved_vs_random_search": float(np.mean([r.colours_random_search - r.colours_network_search
+                                                         for r in results])),
+        "moves_saved_vs_random_search_median": float(np.median([r.moves_random_search - r.moves_network_search
+                                                                for r in results])),
         "network_search_vs_dsatur": compare_counts(net, [r.colours_dsatur for r in results]),
         "network_search_vs_random_search": compare_counts(net, [r.colours_random_search for r in results]),
     }

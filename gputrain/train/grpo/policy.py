@@ -30,11 +30,18 @@ def is_tiny(name: str) -> bool:
     return name.lower() in TINY_NAMES
 
 
-def policy_tokenizer(model_spec: ModelSpec, corpus: Iterable[str], *, revision: str | None = None) -> Any:
+def policy_tokenizer(model_spec: ModelSpec, corpus: Iterable[str], *, revision: str | None = None,
+                     chat: bool = True) -> Any:
     """The tokenizer of the policy ``model_spec`` names: trained on ``corpus`` for the tiny model, else the
-    checkpoint's own (at ``revision``: the commit ``gputrain prepare`` pinned in the plan, if any)."""
+    checkpoint's own (at ``revision``: the commit ``gputrain prepare`` pinned in the plan, if any).
+
+    ``chat=False`` (``algorithm.prompt_format: raw``): the tiny tokenizer gets no chat template, so a policy
+    trained on raw prompts is not presented (nor exported) as a chat model (issue 29)."""
     if is_tiny(model_spec.name):
-        return train_tiny_tokenizer(corpus, vocab_size=model_spec.vocab_size or TINY_SHAPE["vocab_size"])
+        tok = train_tiny_tokenizer(corpus, vocab_size=model_spec.vocab_size or TINY_SHAPE["vocab_size"])
+        if not chat:
+            tok.chat_template = None
+        return tok
     return load_tokenizer(model_spec.name, revision=revision)
 
 

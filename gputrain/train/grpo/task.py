@@ -33,3 +33,11 @@ class GRPOTask:
     """Facts chosen at start that belong in ``result.json`` (e.g. the code sandbox's isolation)."""
     final_report: Callable[[], dict[str, Any]] | None = None
     """Figures the entry gathered during the run, merged into ``result.json`` when the core writes it."""
+    check_prompts: Callable[[list[str], Sequence[Row]], None] | None = None
+    """Called once before training with the first prompts as the policy sees them (chat template applied)
+    and their rows; raises a one-line error when they contradict what the rewards demand."""
+    plain_score: ScoreFn | None = None
+    """``score`` without training-time wrappers (GDPO's per-step resolution tracker), for scoring evaluation
+    completions; None: ``score`` itself."""
+    answer_of: Callable[[str], str | None] | None = None
+    """The final answer a completion states (math); the prompt-independence check compares answers too."""

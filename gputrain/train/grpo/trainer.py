@@ -30,6 +30,8 @@ import torch
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.train.grpo.engines import HFEngine, RolloutEngine, Sampling, VLLMRolloutEngine
+from gputrain.train.grpo.export import MODEL_DIR, export_policy
+from gputrain.train.grpo.independence import independence_flags, prompt_independence
 from gputrain.train.grpo.phases import Policy, rollout_phase, step_metrics, update_phase
 from gputrain.train.grpo.policy import (
     build_model,
@@ -78,7 +80,8 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
     algo = ctx.algorithm(GRPOAlgorithm)
     recipe = ctx.recipe
     revision = ctx.plan.pinned_commit("model", recipe.model.name)  # offline clusters: what prepare fetched
-    tokenizer = policy_tokenizer(recipe.model, task.corpus, revision=revision)
+    tokenizer = policy_tokenizer(recipe.model, task.corpus, revision=revision,
+                                 chat=algo.prompt_format != "raw")
     model = build_model(recipe.model, tokenizer, attention=recipe.train.attention, seed=ctx.seed,
                         revision=revision)
     model.to(ctx.device)
@@ -153,6 +156,12 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     engine, engine_note = _engine(ctx, policy, algo)
     ctx.print0(f"[grpo] rollout engine: {engine_note}")
     fmt = resolve_prompt_format(algo.prompt_format, tokenizer, algo.system_prompt)
+    if fmt.mode == "raw" and getattr(tokenizer, "chat_template", None):
+        ctx.print0("[grpo] warning: algorithm.prompt_format=raw but the model has a chat template: its prompts "
+                   "are not what it was tuned on (use auto or chat)")
+    if task.check_prompts is not None:
+        first = list(task.train_rows[:4])
+        task.check_prompts(fmt.render(tokenizer, [r["prompt"] for r in first]), first)
     stops = stop_token_ids(tokenizer, getattr(unwrap(model), "generation_config", None))
     ctx.print0(f"[grpo] prompts: {fmt.mode}{' with a system turn' if fmt.system else ''}; stop ids {stops}")
     sampling = Sampling(algo.max_prompt_length, algo.max_completion_length, algo.temperature, algo.top_p,
@@ -181,6 +190,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
 
     last_eval: dict[str, float] = {}
     history: list[dict[str, float]] = []
+    hacking: list[str] = []  # prompt-independence flags: last rollout (this rank's share) and final evaluation
+    last_batch: tuple[list[str], list[str]] = ([], [])
     while step < max_steps:
         if pos["index"] + train_bs > n_rows:
             pos = {"epoch": pos["epoch"] + 1, "index": 0}
@@ -190,6 +201,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         pos = {"epoch": pos["epoch"], "index": pos["index"] + train_bs}
 
         batch = rollout_phase(ctx, task, policy, engine, fmt, sampling, rows, weights=weights, n_mini=n_mini)
+        last_batch = ([r["prompt"] for r in batch.rows], list(batch.roll.texts))
         stats = update_phase(ctx, policy, batch, n_mini)
         engine.weights_changed()
         step += 1
@@ -212,10 +224,19 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         if train.save_every and step % int(train.save_every) == 0:
             ctx.checkpoints.save(step, state())
 
-    last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops)
+    last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops, flags_out=hacking)
     if train.save_every:
         ctx.checkpoints.save(step, state())
+    exported = export_policy(model, tokenizer, ctx.job_dir, is_main=ctx.is_main)  # collective
+    if exported is not None:
+        ctx.print0(f"[grpo] policy saved for transformers: {exported} (AutoModelForCausalLM.from_pretrained)")
     result = run_result(history, last_eval, task.reward_names)
+    if last_batch[0]:
+        rollout = prompt_independence(*last_batch, task.answer_of)
+        tail = {n: v["last10"] for n, v in result["rewards"].items() if v["last10"] is not None}
+        hacking = independence_flags(rollout, tail, where="last rollout") + hacking
+        result.update({f"rollout_{k}": v for k, v in rollout.items()})
+    result["flags"] = list(result["flags"]) + hacking
     for flag in result["flags"]:
         ctx.print0(f"[grpo] WARNING: {flag}")
     ctx.write_json(
@@ -228,6 +249,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "global_numel": report.global_numel,
             "rollout_engine": engine.name,
             "prompt_format": fmt.mode,
+            "model_dir": MODEL_DIR,  # save_pretrained folder: safetensors, config, tokenizer, chat template
             "precision": ctx.precision.name,
             **result,
             **task.report,
@@ -246,11 +268,14 @@ def evaluate(
     step: int,
     fmt: PromptFormat,
     stops: list[int],
+    flags_out: list[str] | None = None,
 ) -> dict[str, float]:
     """Greedy (or ``eval_temperature``) completions of held-out prompts, scored on rank 0 only.
 
     Under FSDP every rank joins the all-gather of the weights; only rank 0 then generates (no collectives
-    inside), and the other ranks wait at a barrier.
+    inside), and the other ranks wait at a barrier. With ``flags_out`` (the final evaluation), the
+    prompt-independence figures (``independence.prompt_independence``) join the results and their warnings
+    are appended to ``flags_out``.
     """
     rows = list(task.eval_rows[: algo.eval_samples])
     if not rows:
@@ -279,12 +304,30 @@ def evaluate(
                     results[name] = sum(s[k] for s in scores) / len(scores)
             results.setdefault("mean_length", float(roll.completion_mask.sum()) / len(rows))
             results["empty_rate"] = sum(not t.strip() for t in roll.texts) / len(rows)
+            if flags_out is not None:
+                flags_out += _independence(task, rows, roll.texts, results)
             _write_samples(ctx, step, rows, roll.texts)
         ctx.barrier()
     if ctx.is_main:
         ctx.metrics.log(step, **{f"eval/{k}": v for k, v in results.items()})
         ctx.print0(f"[grpo] eval step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in results.items()))
     return results
+
+
+def _independence(task: GRPOTask, rows: list[dict[str, Any]], texts: list[str],
+                  results: dict[str, float]) -> list[str]:
+    """Prompt-independence figures into ``results`` and their flags; the reward components are scored on the
+    same completions when the task has components besides correctness (math), to see form paid without
+    substance."""
+    from gputrain.train.grpo.independence import CORRECTNESS_NAMES
+
+    figures = prompt_independence([r["prompt"] for r in rows], texts, task.answer_of)
+    results.update({k: float(v) for k, v in figures.items() if isinstance(v, float)})
+    means: dict[str, float] = {}
+    if any(n not in CORRECTNESS_NAMES for n in task.reward_names):
+        scores = (task.plain_score or task.score)(texts, rows)  # not GDPO's tracker: no training record
+        means = {n: sum(s[k] for s in scores) / len(scores) for k, n in enumerate(task.reward_names)}
+    return independence_flags(figures, means, where="final evaluation")
 
 
 def _write_samples(ctx: RunContext, step: int, rows: list[dict[str, Any]], texts: list[str]) -> None:

@@ -106,6 +106,15 @@ def is_stated_answer(answer: str | None, style: str) -> bool:
     return _PLACEHOLDER.fullmatch(core.lower()) is None
 
 
+def answer_form_conflict(rendered_prompt: str, style: str) -> str | None:
+    """The *other* form's marker where a prompt as the model sees it (chat template, system turn and task
+    text) asks for it: ``\\boxed{}`` in a prompt whose answers are read as ``####``, or the reverse. None
+    when the prompt and the rewarded form agree."""
+    if style == "boxed":
+        return "####" if "####" in rendered_prompt else None
+    return "\\boxed{}" if _boxed_markers(rendered_prompt) else None
+
+
 def is_integer(answer: str | None) -> bool:
     """``42``, ``-7``, ``1,234`` (spaces, ``$`` and a trailing period ignored); not ``4.5`` or ``x``."""
     if not answer:

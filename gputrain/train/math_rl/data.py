@@ -47,12 +47,16 @@ def _level(value: Any) -> int | None:
     return int(found.group()) if found else None
 
 
-def to_row(record: dict[str, Any], dataset: str | None = None) -> Row:
+def to_row(record: dict[str, Any], dataset: str | None = None, answer_format: str = "auto") -> Row:
+    """One row; ``answer_format`` (``gsm8k``/``boxed``) overrides the dataset's own answer form, so the
+    prompt asks for, and the format reward demands, the form the model's chat template asks for (Qwen2.5-Math's
+    system turn says ``\\boxed{}`` also for GSM8K questions)."""
     kind = dataset or detect_dataset(set(record))
     problem = str(record["question"] if kind in ("gsm8k", "arithmetic") else record["problem"])
-    style = "gsm8k" if kind in ("gsm8k", "arithmetic") else "boxed"
+    native = "gsm8k" if kind in ("gsm8k", "arithmetic") else "boxed"
+    style = native if answer_format == "auto" else answer_format
     template = GSM8K_PROMPT if style == "gsm8k" else BOXED_PROMPT
-    solution = record.get("answer") if style == "gsm8k" else record.get("solution")
+    solution = record.get("answer") if native == "gsm8k" else record.get("solution")
     return {
         "prompt": template.format(problem=problem),
         "problem": problem,
@@ -112,7 +116,9 @@ def read_records(source: str, fmt: str = "auto", split: str = "train") -> list[d
     return _read_hub(source, split)
 
 
-def load_math_rows(data: DataSpec, *, seed: int, eval_size: int) -> tuple[list[Row], list[Row]]:
+def load_math_rows(
+    data: DataSpec, *, seed: int, eval_size: int, answer_format: str = "auto"
+) -> tuple[list[Row], list[Row]]:
     """(train rows, held-out eval rows) from the recipe's ``data`` section.
 
     Eval rows are held out of the same source (``data.val_size``; unset: ``eval_size``, at most a fifth).
@@ -124,13 +130,13 @@ def load_math_rows(data: DataSpec, *, seed: int, eval_size: int) -> tuple[list[R
     train_size, val_size = data.train_size, data.val_size
     n_val = val_size if val_size is not None else eval_size
     if source == "generated" or data.format == "generated":
-        train = [to_row(r, "arithmetic") for r in generate_problems(train_size or 1024, seed)]
-        return train, [to_row(r, "arithmetic") for r in generate_problems(n_val, seed + 1)]
+        train = [to_row(r, "arithmetic", answer_format) for r in generate_problems(train_size or 1024, seed)]
+        return train, [to_row(r, "arithmetic", answer_format) for r in generate_problems(n_val, seed + 1)]
     records = read_records(source, data.format, data.split or "train")
     if not records:
         raise RecipeError(f"data.source {source}: no records")
     kind = detect_dataset(set(records[0]))
-    rows = [to_row(r, kind) for r in records]
+    rows = [to_row(r, kind, answer_format) for r in records]
     rows = [r for r in rows if r["answer"]]  # a row without a reference answer cannot be rewarded
     random.Random(seed).shuffle(rows)
     n_val = min(n_val, len(rows) // 5)

@@ -69,6 +69,9 @@ TEXT_REWARDS: dict[str, Callable[[str, Row], float]] = {
 }
 REWARD_NAMES: tuple[str, ...] = (*TEXT_REWARDS, "length")
 LENGTH_GATES: tuple[str, ...] = ("correctness", "format", "none")
+REWARD_GATES: tuple[str, ...] = ("correctness", "none")
+#: Rewards for answering in form, which a prompt-independent answer can earn; ``reward_gate`` conditions them.
+AUXILIARY_REWARDS: tuple[str, ...] = ("format", "integer")
 
 
 def whitespace_tokens(text: str) -> int:
@@ -82,7 +85,9 @@ class MathScorer:
     the entrypoint because the core owns the policy). ``length_gate`` conditions the length reward on the
     harder one, as the GDPO paper does for its length constraint: a short answer earns the length reward only
     when it is correct (``correctness``) or well-formed (``format``); ``none`` pays any short completion,
-    the empty one included.
+    the empty one included. ``reward_gate="correctness"`` does the same for the format and integer rewards:
+    a wrong answer then earns nothing at all, so a constant answer (" 42" for every question) raises the
+    total only on the questions whose answer is 42 -- no more than its accuracy.
     """
 
     def __init__(
@@ -92,6 +97,7 @@ class MathScorer:
         length_budget: int | None = None,
         count_tokens: TokenCounter | None = None,
         length_gate: str = "correctness",
+        reward_gate: str = "none",
     ) -> None:
         unknown = [n for n in names if n not in REWARD_NAMES]
         if unknown:
@@ -102,20 +108,29 @@ class MathScorer:
             raise RecipeError("algorithm.length_budget must be set when algorithm.rewards includes 'length'")
         if length_gate not in LENGTH_GATES:
             raise RecipeError(f"algorithm.length_gate: {length_gate!r} is not one of {', '.join(LENGTH_GATES)}")
+        if reward_gate not in REWARD_GATES:
+            raise RecipeError(f"algorithm.reward_gate: {reward_gate!r} is not one of {', '.join(REWARD_GATES)}")
         self.names = list(names)
         self.length_gate = length_gate
+        self.reward_gate = reward_gate
         self.length_budget = length_budget or 0
         self.count_tokens = count_tokens or whitespace_tokens
+
+    def _text_reward(self, name: str, completion: str, row: Row) -> float:
+        value = TEXT_REWARDS[name](completion, row)
+        if value and self.reward_gate == "correctness" and name in AUXILIARY_REWARDS:
+            value *= correctness_reward(completion, row)
+        return value
 
     def score_one(self, completion: str, row: Row) -> list[float]:
         out: list[float] = []
         for name in self.names:
             try:
                 if name == "length":
-                    gate = 1.0 if self.length_gate == "none" else TEXT_REWARDS[self.length_gate](completion, row)
+                    gate = 1.0 if self.length_gate == "none" else self._text_reward(self.length_gate, completion, row)
                     value = gate * length_reward(self.count_tokens(completion), self.length_budget) if gate else 0.0
                 else:
-                    value = TEXT_REWARDS[name](completion, row)
+                    value = self._text_reward(name, completion, row)
             except Exception as exc:  # a reward must never stop training: unscorable output is worth 0
                 _log.warning("reward %s failed on a completion (%s): scored 0", name, exc)
                 value = 0.0

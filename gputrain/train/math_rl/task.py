@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gputrain.errors import RecipeError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.schema import DataSpec, ModelSpec
 from gputrain.train.grpo.task import GRPOTask
+from gputrain.train.math_rl.answers import answer_form_conflict, extract_answer
 from gputrain.train.math_rl.data import load_math_rows
 from gputrain.train.math_rl.evaluate import MathEvaluator
 from gputrain.train.math_rl.rewards import MathScorer
@@ -34,6 +36,22 @@ class PolicyTokenCounter:
         return len(self._tok(text, add_special_tokens=False)["input_ids"])
 
 
+def check_answer_form(rendered: list[str], rows: Sequence[dict[str, Any]]) -> None:
+    """Refuse a run whose prompts, as the model sees them, ask for one answer form while the format reward
+    and the evaluation expect the other (``grpo_math_fsdp`` before issue 29: Qwen2.5-Math's template asks for
+    ``\\boxed{}``, the GSM8K prompt and reward for ``####``)."""
+    for text, row in zip(rendered, rows, strict=False):
+        style = str(row.get("style", "gsm8k"))
+        marker = answer_form_conflict(text, style)
+        if marker:
+            want = "####" if style != "boxed" else "\\boxed{}"
+            fix = "boxed" if style != "boxed" else "gsm8k"
+            raise RecipeError(
+                f"algorithm.answer_format: the prompt the model sees asks for {marker} (its chat template or "
+                f"system prompt) while the rewards read {want}; set algorithm.answer_format: {fix}"
+            )
+
+
 def build_math_task(
     name: str,
     default_rewards: Sequence[str],
@@ -46,7 +64,8 @@ def build_math_task(
 ) -> GRPOTask:
     """A :class:`GRPOTask` from the resolved recipe's ``data``, ``model`` and ``algorithm`` sections."""
     rewards = list(algo.rewards or default_rewards)
-    train_rows, eval_rows = load_math_rows(data, seed=seed, eval_size=algo.eval_samples)
+    train_rows, eval_rows = load_math_rows(data, seed=seed, eval_size=algo.eval_samples,
+                                           answer_format=algo.answer_format)
     corpus = [r["prompt"] for r in train_rows] + [r["solution"] or "" for r in train_rows]
     counter = PolicyTokenCounter(model, corpus)
     return GRPOTask(
@@ -55,7 +74,9 @@ def build_math_task(
         eval_rows=eval_rows,
         reward_names=rewards,
         score=MathScorer(rewards, length_budget=algo.length_budget, count_tokens=counter,
-                         length_gate=algo.length_gate),
+                         length_gate=algo.length_gate, reward_gate=algo.reward_gate),
         evaluate=MathEvaluator(job_dir, counter),
         corpus=corpus,
+        check_prompts=check_answer_form,
+        answer_of=extract_answer,
     )
