@@ -48,6 +48,7 @@ _.pre_tokenizer  # tokenizers.Tokenizer
 _.decoder
 _.use_cache  # transformers config
 _.truncation_side  # transformers tokenizer
+_.bos_token  # transformers tokenizer (the chat templates read it: tests/unit/test_math_answer_format.py)
 _.allow_tf32  # torch.backends flags
 _.current_gradient_accumulation_steps  # TRL trainer attribute (tests/unit/test_grpo_loss_vs_trl.py)
 _.use_bias_correction_kl
