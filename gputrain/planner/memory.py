@@ -39,6 +39,10 @@ def _term(name: str, nbytes: float, knob: str = "", *, phase: str = "persistent"
 
 
 def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
+    if recipe.entrypoint in ("bd3lm", "hdp"):
+        from gputrain.planner.memory_diffusion import diffusion_memory_terms
+
+        return diffusion_memory_terms(recipe, hw)
     model, train = recipe.model, recipe.train
     params = physics.params_of(model)
     fsdp = recipe.distributed.strategy in ("fsdp", "deepspeed") and hw.world > 1
