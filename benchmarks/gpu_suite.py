@@ -240,10 +240,11 @@ for mod in ["pydantic", "transformers", "triton", "gputrain", "torch_geometric",
     except Exception as e:
         r[f"mod_{mod}"] = f"missing: {type(e).__name__}"
 try:
-    from gputrain.contract import kernels
-    facts = kernels.detect_facts()
-    r["resolver_facts"] = facts.model_dump() if hasattr(facts, "model_dump") else str(facts)
-    r["resolved_auto"] = str(kernels.resolve(kernels.Requested(), facts))
+    from gputrain.contract.kernels import KernelRequest, resolve
+    from gputrain.train.runtime.kernels import detect_facts
+    facts = detect_facts()
+    r["resolver_facts"] = facts.model_dump()
+    r["resolved_auto_block"] = resolve(KernelRequest(mask="block"), facts).model_dump()
 except Exception as e:
     r["resolver_error"] = f"{type(e).__name__}: {e}"[:300]
 print(json.dumps(r))

@@ -7,7 +7,7 @@ reason (``JobPlan.kernels``); the trainer makes the same call with the facts of 
 from __future__ import annotations
 
 from gputrain.contract.hardware import GPUFacts
-from gputrain.contract.kernels import DeviceFacts, KernelChoice, KernelError, KernelRequest, resolve
+from gputrain.contract.kernels import DeviceFacts, KernelChoice, KernelError, KernelRequest, MaskKind, resolve
 from gputrain.recipe.schema import Recipe
 
 #: entrypoints whose attention mask is the block-diffusion one (FlexAttention's case)
@@ -21,7 +21,7 @@ def catalog_facts(gpu: GPUFacts) -> DeviceFacts:
 def plan_kernels(recipe: Recipe, gpu: GPUFacts) -> KernelChoice | None:
     """The resolver's choice for ``recipe`` on ``gpu`` (None where the request cannot run there at all: the
     precision check elsewhere refuses it with its own message)."""
-    mask = "block" if recipe.entrypoint in BLOCK_MASK_ENTRYPOINTS else "causal"
+    mask: MaskKind = "block" if recipe.entrypoint in BLOCK_MASK_ENTRYPOINTS else "causal"
     precision = recipe.train.precision
     try:
         return resolve(KernelRequest(attention=recipe.train.attention, compile=recipe.train.compile,

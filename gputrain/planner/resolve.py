@@ -19,8 +19,8 @@ from gputrain.contract.hardware import GPUFacts
 from gputrain.contract.plan import Attention, JobPlan, Precision, Target
 from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
 from gputrain.hardware.catalog import catalog, get_gpu
-from gputrain.planner.kernels import plan_kernels
 from gputrain.planner.estimate import estimate
+from gputrain.planner.kernels import plan_kernels
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.loader import (
     Key,
@@ -122,7 +122,8 @@ def make_plan(
         recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
         gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,
         precision=precision, attention=attention, kernels=plan_kernels(recipe, gpu_type),
-        global_batch_size=global_batch, learning_rate=lr, lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=chosen_target,
+        global_batch_size=global_batch, learning_rate=lr, lr_note=lr_note, profile=profile_name,
+        preset=preset_name, estimate=est, target=chosen_target,
         cluster=cluster_profile, warnings=warnings, provenance=provenance,
     )
 
