@@ -171,6 +171,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     peak_tflops = ctx.plan.gpu.tflops_bf16 if device.type == "cuda" else None  # the catalog's, via the plan
     tic, seen = time.perf_counter(), 0
     warm_up = True  # the first step in this process: compile (when on) and allocator warm-up, timed on its own
+    startup: float | None = None
     while step < total:
         total_loss, seg_acc = 0.0, {k: 0.0 for k in layout.segments}
         for micro in range(accum):
@@ -191,8 +192,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
         if first_loss is None:
             first_loss = state["first_loss"] = total_loss
         if warm_up:  # excluded from the step time and throughput: a start-up cost, logged as its own phase
-            warm_up, startup = False, time.perf_counter() - tic
-            ctx.metrics.log(step, compile_seconds=startup)
+            warm_up, startup = False, time.perf_counter() - tic  # logged with the next record (same lines)
             ctx.print0(f"[{task.name}] first step (compile {'on' if kernels.compile else 'off'} + warm-up): "
                        f"{startup:.1f} s, not counted in the step time")
             if step % log_every and step != total:  # else this step's own record carries it
@@ -204,6 +204,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                                      "grad_norm": grad_norm, "tokens_per_s": seq_s * n * world,
                                      "samples_per_s": seq_s * world, "epoch": pos["epoch"] + pos["batch"] /
                                      max(1, len(train_x) // (batch * world))}
+            if startup is not None:
+                rec["compile_seconds"], startup = startup, None
             if len(layout.segments) > 1:
                 rec |= {f"loss_{k}": v for k, v in seg_acc.items()}  # clipped t: an estimate, not the NELBO
             util = mfu(cfg, m + n, round(m * (clip[0] + clip[1]) / 2), seq_s, peak_tflops)  # head: masked rows
