@@ -24,6 +24,7 @@ started_at  # RunPod pod (gputrain/backends/runpod/pods.py)
 raw_state  # SlurmJob: Slurm's own state word (gputrain/backends/slurm_parse.py)
 gres_name  # ClusterGres: sinfo's GRES name (gputrain/hardware/detect.py)
 constraint  # cluster profile field (gputrain/contract/cluster.py)
+decided_on  # KernelChoice: catalog or detected, in plan.json and the job summary (gputrain/contract/kernels.py)
 steps_timed  # perf.json fields (gputrain/contract/perf.py)
 tokens_per_s
 peak_memory_kind

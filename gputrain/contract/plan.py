@@ -27,6 +27,7 @@ from gputrain.contract.assets import OfflineAssets, RepoKind
 from gputrain.contract.cluster import ClusterProfile
 from gputrain.contract.estimate import Estimate
 from gputrain.contract.hardware import GPUFacts
+from gputrain.contract.kernels import KernelChoice
 from gputrain.errors import PlanFileError
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import Recipe
@@ -63,6 +64,8 @@ class JobPlan(BaseModel):
     world_size: int = Field(gt=0, description="gpus_per_node × nodes: training processes")
     precision: Precision
     attention: Attention
+    kernels: KernelChoice | None = Field(default=None, description="attention kernel, compile and precision the "
+                                         "resolver chose for this GPU, with the reason (gputrain.contract.kernels)")
     global_batch_size: int = Field(gt=0, description="batch_size × world_size × grad_accum")
     lr_note: str = Field(default="", description="how the learning rate was reached")
     profile: str | None = Field(default=None, description="the recipe's GPU profile applied")

@@ -36,6 +36,10 @@ GIB = physics.GIB
 
 
 def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
+    if recipe.entrypoint in ("bd3lm", "hdp"):
+        from gputrain.planner.memory_diffusion import diffusion_memory_terms
+
+        return diffusion_memory_terms(recipe, hw)
     model, train = recipe.model, recipe.train
     params = physics.params_of(model)
     lay = layout(recipe, hw.world)

@@ -21,6 +21,7 @@ from gputrain.errors import PlanError, RecipeError, suggestion, unknown_name
 from gputrain.hardware.catalog import catalog, get_gpu
 from gputrain.planner.borrow import resize_borrowed
 from gputrain.planner.estimate import estimate
+from gputrain.planner.kernels import plan_kernels
 from gputrain.planner.workload import global_batch as global_batch_of
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.loader import (
@@ -133,8 +134,9 @@ def make_plan(
     return JobPlan(
         recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
         gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,
-        precision=precision, attention=attention, global_batch_size=global_batch,
-        lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est, target=chosen_target,
+        precision=precision, attention=attention, kernels=plan_kernels(recipe, gpu_type),
+        global_batch_size=global_batch, lr_note=lr_note, profile=profile_name, preset=preset_name, estimate=est,
+        target=chosen_target,
         cluster=cluster_profile, warnings=warnings, provenance=provenance,
     )
 

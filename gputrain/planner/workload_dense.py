@@ -19,12 +19,16 @@ from __future__ import annotations
 import math
 
 from gputrain.planner import physics
+from gputrain.planner.kernels import plan_kernels
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, global_batch, startup_seconds
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
 from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 
+#: torch.compile of the transformer blocks and the first step's warm-up, charged once as start-up (seconds):
+#: the regional compile of one DiT block, forward and backward, plus FlexAttention's kernels
+COMPILE_SECONDS = 60.0
 #: host time to collate one small graph into a batch (tensor concatenation, index offsets), seconds
 COLLATE_SECONDS_PER_GRAPH = 1e-4  # measured here: collate() of 64 default graphs, 94 µs each
 #: generating and featurising one ~60-node graph (networkx, Python), seconds
@@ -49,22 +53,60 @@ def diffusion_tokens(recipe: Recipe) -> tuple[int, int]:
     return 2 * seq, seq
 
 
-def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
+#: measured efficiency (model FLOPs as ``diffusion_flops_per_sample`` counts them / dense bf16 peak) per
+#: (attention kernel, compiled), from the H200 sheet's *benchmark* rows only (benchmarks/diffusion_mfu.py,
+#: 12 × 768, seq 1024, batch 32; ../shared/reference/gpu-h200-2026-11-26.md); the ``gputrain run`` rows are
+#: the held-out check (benchmarks/PLANNER.md). Paths not measured fall back to the SDPA-eager figure.
+DIFFUSION_EFFICIENCY = {("sdpa", False): 0.168, ("flex", True): 0.325}
+DIFFUSION_EFFICIENCY_FALLBACK = ("sdpa", False)
+
+
+def diffusion_flops_per_sample(recipe: Recipe) -> tuple[float, int, float]:
+    """(training FLOPs of one sample, tokens the transformer sees, rows through the output head).
+
+    The count ``benchmarks/diffusion_mfu.py`` and the trainer's MFU use: ``6·body`` per processed token,
+    ``6·D·V`` per masked row (the head reads only the masked noised tokens: on average the share (β+ω)/2 of
+    the noised ones), dense attention ``12·L·D·S²`` (counted dense whatever the kernel skips: the measured
+    efficiency of each kernel absorbs what it saves)."""
     model = recipe.model
     fed, loss_tokens = diffusion_tokens(recipe)
     params = physics.params_of(model)
-    head = (model.vocab_size or 0) * (model.hidden_size or 0)
+    d, layers = model.hidden_size or 0, model.num_layers or 0
+    head = (model.vocab_size or 0) * d
     body = max(0.0, params - head)
-    dense_attention = recipe.train.attention != "flex"
-    context = fed if dense_attention else fed / 4
-    attn = 4 * (model.num_layers or 0) * (model.hidden_size or 0) * context * fed
-    forward = 2 * body * fed + 2 * head * loss_tokens + attn
-    ckpt = 4 / 3 if recipe.train.gradient_checkpointing else 1.0
+    algo = recipe.algorithm
+    masked = loss_tokens * ((algo.clip_beta + algo.clip_omega) / 2 if isinstance(algo, DiffusionAlgorithm) else 0.5)
+    flops = 6 * body * fed + 6 * head * masked + 12 * layers * d * fed * fed
+    return flops * (4 / 3 if recipe.train.gradient_checkpointing else 1.0), fed, masked
+
+
+def diffusion_efficiency(recipe: Recipe, hw: Hardware) -> tuple[float, str]:
+    """(efficiency, where it came from): the user's ``estimate.mfu`` when set, else the measured figure of
+    the kernel path the resolver picks for this GPU."""
+    if "mfu" in recipe.estimate.model_fields_set and recipe.estimate.mfu:
+        return float(recipe.estimate.mfu), f"{recipe.estimate.mfu:.1%} MFU assumed (estimate.mfu)"
+    choice = plan_kernels(recipe, hw.gpu)
+    path = (choice.attention, choice.compile) if choice else DIFFUSION_EFFICIENCY_FALLBACK
+    measured = path in DIFFUSION_EFFICIENCY
+    eff = DIFFUSION_EFFICIENCY[path if measured else DIFFUSION_EFFICIENCY_FALLBACK]
+    label = f"{path[0]}{' + compile' if path[1] else ' eager'}"
+    return eff, (f"{eff:.1%} MFU measured for {label} (H200 benchmark)" if measured else
+                 f"{eff:.1%} MFU (SDPA eager's, {label} not measured)")
+
+
+def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
+    model = recipe.model
+    per_sample, fed, masked = diffusion_flops_per_sample(recipe)
+    _, loss_tokens = diffusion_tokens(recipe)
     samples = global_batch(recipe, hw.world)
-    out = StepModel("diffusion", flops=3 * ckpt * forward * samples)
-    out.phases["compute"] = out.flops / hw.world / (hw.peak * recipe.estimate.mfu)
+    eff, eff_note = diffusion_efficiency(recipe, hw)
+    choice = plan_kernels(recipe, hw.gpu)
+    out = StepModel("diffusion", flops=per_sample * samples)
+    out.phases["compute"] = out.flops / hw.world / (hw.peak * eff)
+    compiled = bool(choice and choice.compile)
     micro_steps = recipe.train.grad_accum
-    out.phases["dispatch"] = micro_steps * 3 * 30 * (model.num_layers or 1) * hw.op_seconds
+    if not compiled:  # compiled blocks launch fused kernels: the host keeps ahead of the GPU
+        out.phases["dispatch"] = micro_steps * 3 * 30 * (model.num_layers or 1) * hw.op_seconds
     steps = recipe.train.max_steps or 0
     evals = steps // recipe.train.eval_every if recipe.train.eval_every else 0
     algo = recipe.algorithm
@@ -72,13 +114,15 @@ def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
     if isinstance(algo, DiffusionAlgorithm):
         eval_batches = algo.eval_batches + (len(algo.clip_search_widths) * algo.clip_search_batches
                                             if algo.clip_search else 0)
-    per_batch = forward * recipe.train.batch_size / (hw.peak * recipe.estimate.mfu)
-    out.overhead_seconds = startup_seconds(hw) + evals * eval_batches * per_batch
+    per_batch = per_sample / 3 * recipe.train.batch_size / (hw.peak * DIFFUSION_EFFICIENCY[("sdpa", False)])
+    compile_seconds = COMPILE_SECONDS if compiled else 0.0
+    out.overhead_seconds = startup_seconds(hw) + compile_seconds + evals * eval_batches * per_batch
     layout = "noised P+E next to clean Q+P+E" if entrypoint_of(recipe.entrypoint).hierarchical else "x_t ⊕ x_0"
-    masking = "dense scores under the block mask (SDPA)" if dense_attention else "FlexAttention skips masked blocks"
+    path = f"kernels: {choice.label()} ({choice.reason})" if choice else "kernels: sdpa (eager)"
     out.assumptions.append(
-        f"diffusion: the transformer sees {fed} tokens per sample ({layout}), loss/head on {loss_tokens}; "
-        f"{masking}; {samples} samples per step at {recipe.estimate.mfu:.0%} MFU")
+        f"diffusion: the transformer sees {fed} tokens per sample ({layout}), loss on {loss_tokens}, head on "
+        f"~{masked:.0f} masked; {path}; {samples} samples per step at {eff_note}"
+        + (f"; start-up includes ~{COMPILE_SECONDS:.0f} s of compile + warm-up" if compiled else ""))
     return out
 
 

@@ -88,7 +88,7 @@ class TrainSpec(Strict):
     precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
     attention: Literal["auto", "sdpa", "flash", "flex", "eager"] = "auto"
     gradient_checkpointing: bool = False
-    compile: bool = False
+    compile: bool | Literal["auto"] = False  # auto: where the kernel resolver says it pays (gputrain.contract.kernels)
     seed: int = 0
     log_every: int = Field(default=10, gt=0)
     eval_every: int | None = Field(default=None, gt=0)

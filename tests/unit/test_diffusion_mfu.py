@@ -1,6 +1,6 @@
 import pytest
 
-from gputrain.train.diffusion.mfu import flops_per_sequence, mfu, peak_flops
+from gputrain.train.diffusion.mfu import flops_per_sequence, mfu
 from gputrain.train.diffusion.model import DiTConfig
 
 
@@ -13,9 +13,15 @@ def test_flops_count_both_halves_of_the_sequence() -> None:
     assert flops_per_sequence(cfg, 2 * n, n) > 2 * flops_per_sequence(cfg, n, n) - 6 * 64 * 1000 * n
 
 
-def test_mfu_uses_the_device_peak() -> None:
+def test_mfu_uses_the_catalog_peak_from_the_plan() -> None:
+    """The peak comes from the hardware catalog (the plan's GPU), not a table of the trainer's own."""
+    from gputrain.hardware.catalog import get_gpu
+
     cfg = DiTConfig(vocab_size=1000, hidden_size=64, num_layers=2)
-    assert peak_flops("NVIDIA H200") == pytest.approx(989e12)
-    assert mfu(cfg, 256, 128, 1.0, "cpu") is None
-    got = mfu(cfg, 256, 128, 1000.0, "NVIDIA H100 80GB HBM3")
+    peak = get_gpu("H200").tflops_bf16
+    assert peak == pytest.approx(989)
+    assert mfu(cfg, 256, 128, 1.0, None) is None
+    got = mfu(cfg, 256, 128, 1000.0, peak)
     assert got == pytest.approx(flops_per_sequence(cfg, 256, 128) * 1000.0 / 989e12)
+    assert flops_per_sequence(cfg, 256, 128, attention=False) == pytest.approx(
+        flops_per_sequence(cfg, 256, 128) - 12 * 2 * 64 * 256**2)

@@ -16,7 +16,8 @@ GSM8K_TRAIN_ROWS = 7473
 
 @pytest.mark.parametrize("preset", ["conservative", "recommended", "aggressive", "extreme"])
 def test_gsm8k_recipe_runs_tens_of_epochs_not_thousands(preset: str) -> None:
-    plan = make_plan(RECIPES / "bd3lm_gsm8k.yaml", gpu="H200", gpus_per_node=1, preset=preset)
+    plan = make_plan(RECIPES / "bd3lm_gsm8k.yaml", gpu="H200", gpus_per_node=1, preset=preset,
+                     check_memory=False)  # extreme does not fit (test_planner_diffusion_memory); epochs only
     steps = plan.estimate.total_steps
     epochs = steps * plan.global_batch_size / GSM8K_TRAIN_ROWS
     assert 50 <= epochs <= 200, (steps, plan.global_batch_size, epochs)

@@ -72,7 +72,8 @@ def test_bd3lm_h200_presets_and_sqrt_rule_with_source_table() -> None:
     recipe = RECIPES / "bd3lm_gsm8k.yaml"
     expected = {"conservative": 256, "recommended": 512, "aggressive": 768, "extreme": 1024}
     for preset, global_batch in expected.items():
-        plan = make_plan(recipe, gpu="H200", gpus_per_node=1, preset=preset)
+        # extreme (256 per GPU) does not fit an H200 (measured: 192 already allocates 106.7 GiB): lr only here
+        plan = make_plan(recipe, gpu="H200", gpus_per_node=1, preset=preset, check_memory=False)
         assert plan.global_batch_size == global_batch
         assert plan.learning_rate == pytest.approx(3e-4 * math.sqrt(global_batch / 128))
         assert "source table" in plan.lr_note and "using" in plan.lr_note

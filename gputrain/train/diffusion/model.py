@@ -149,6 +149,13 @@ class DiT(nn.Module):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
+    def compile_blocks(self) -> None:
+        """``torch.compile`` each transformer block in place (regional compilation, as torchtitan does): the
+        twelve identical blocks share one compiled graph, so compiling costs one block's trace instead of the
+        whole unrolled model's, and the data-dependent head rows stay outside any graph."""
+        for block in self.blocks:
+            block.compile(dynamic=False)
+
     @staticmethod
     def _init(m: nn.Module) -> None:
         if isinstance(m, nn.Linear):
@@ -160,7 +167,7 @@ class DiT(nn.Module):
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, t_cond: torch.Tensor,
                 cond_idx: torch.Tensor, mask: object = None, past: list[KV] | None = None,
-                head_len: int | None = None, head_rows: torch.Tensor | None = None
+                head_len: int | None = None, head_rows: torch.Tensor | None = None, return_hidden: bool = False
                 ) -> tuple[torch.Tensor, list[KV]]:
         """Logits and each layer's new keys/values.
 
@@ -168,7 +175,8 @@ class DiT(nn.Module):
         picks each token's slot. Logits cover
         the first ``head_len`` tokens (all if None), shape (B, head_len, V); with ``head_rows``, a boolean
         (B, head_len), only those rows, shape (rows, V): training reads the masked positions only, which
-        halves the head's work and the memory of the largest tensor in the step.
+        halves the head's work and the memory of the largest tensor in the step. ``return_hidden``: the
+        head's input instead of its output (``chunked_ce`` applies the head chunk by chunk).
         """
         x = self.embed(tokens)
         if not self.cfg.time_conditioning:
@@ -188,4 +196,5 @@ class DiT(nn.Module):
         shift, scale = self.final_ada(cond)[:, cond_idx].chunk(2, dim=-1)
         if head_rows is not None:
             x, shift, scale = x[head_rows], shift[head_rows], scale[head_rows]
-        return self.head(modulate(self.final_norm(x), shift, scale)), kvs
+        hidden = modulate(self.final_norm(x), shift, scale)
+        return (hidden if return_hidden else self.head(hidden)), kvs

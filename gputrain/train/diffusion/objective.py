@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gputrain.train.diffusion.chunked_ce import chunked_cross_entropy
 from gputrain.train.diffusion.masks import bd3_block_ids, block_diffusion_mask
 from gputrain.train.diffusion.schedule import MIN_T, LogLinearSchedule, sample_block_times
 
@@ -146,12 +147,13 @@ def draw_masks(t_tok: torch.Tensor, slots: torch.Tensor, schedule: LogLinearSche
 def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout: Layout,
                     schedule: LogLinearSchedule, mask_id: int, inputs: dict[str, torch.Tensor],
                     attn_mask: object = None, generator: torch.Generator | None = None,
-                    window: tuple[float, float] | None = None) -> torch.Tensor:
+                    window: tuple[float, float] | None = None, chunked_ce: bool = False) -> torch.Tensor:
     """Weighted NELBO term of each noised position, shape ``(B, m)``; zero where the token stayed clean.
 
     ``t`` is ``(B, K)``: one noise level per diffused block. ``attn_mask`` overrides ``inputs["mask"]``
     (a FlexAttention block mask on the GPU). ``window``: the clip range t was drawn from, for resampling.
-    Weight by ``real_tokens`` and divide by their count for the NELBO per token of text.
+    Weight by ``real_tokens`` and divide by their count for the NELBO per token of text. ``chunked_ce``: the
+    head and the loss chunk by chunk (``chunked_ce.py``: same values, no full logits tensor).
     """
     device = x0.device
     slots = inputs["cond_idx"][: len(layout.noisy_pos)]
@@ -161,14 +163,25 @@ def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout:
     xt = torch.where(masked, torch.full_like(clean, mask_id), clean)
     t_cond = torch.cat([t, torch.zeros(t.shape[0], 1, device=device)], dim=1)
     mask = inputs["mask"] if attn_mask is None else attn_mask
-    logits, _ = model(torch.cat([xt, x0], dim=1), inputs["positions"], t_cond, inputs["cond_idx"],
-                      mask=mask, head_len=clean.shape[1], head_rows=masked)
-    logits = logits.float()
-    logits[:, mask_id] = float("-inf")  # SUBS: [MASK] is never the answer
-    nll = F.cross_entropy(logits, clean[masked], reduction="none")
+    out_, _ = model(torch.cat([xt, x0], dim=1), inputs["positions"], t_cond, inputs["cond_idx"],
+                    mask=mask, head_len=clean.shape[1], head_rows=masked, return_hidden=chunked_ce)
+    if chunked_ce:
+        head = _unwrap(model).head
+        assert isinstance(head, nn.Linear)
+        nll = chunked_cross_entropy(out_, head, clean[masked], banned=mask_id)  # SUBS: [MASK] never the answer
+    else:
+        logits = out_.float()
+        logits[:, mask_id] = float("-inf")  # SUBS: [MASK] is never the answer
+        nll = F.cross_entropy(logits, clean[masked], reduction="none")
     out = torch.zeros(clean.shape, device=device, dtype=nll.dtype)
     out[masked] = nll * schedule.loss_weight(t_tok[masked])
     return out
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The DiT inside a torch.compile and/or DDP wrapper (its head's parameters)."""
+    inner = getattr(model, "_orig_mod", model)
+    return getattr(inner, "module", inner)
 
 
 def real_mean(per_token: torch.Tensor, real: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from gputrain.atomic import write_atomic
+from gputrain.contract.kernels import KernelRequest
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.schema import ModelSpec
@@ -45,6 +46,7 @@ from gputrain.train.diffusion.objective import Layout, real_mean, segment_means
 from gputrain.train.diffusion.sampler import sample
 from gputrain.train.diffusion.schedule import LogLinearSchedule
 from gputrain.train.runtime import RunContext, required
+from gputrain.train.runtime.kernels import decide
 from gputrain.train.runtime.schedule import lr_factor
 
 
@@ -97,14 +99,18 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                     cond_dim=algo.cond_dim, gradient_checkpointing=train.gradient_checkpointing,
                     dropout=algo.dropout, time_conditioning=algo.time_conditioning)
     model = DiT(cfg).to(device)
-    attention = train.attention
+    kernels = decide(KernelRequest(attention=ctx.requested_attention, compile=train.compile,  # type: ignore[arg-type]
+                                   precision=ctx.plan.precision, mask="block"), device)
     flex = flex_block_mask(layout.block_ids[layout.noisy_pos], layout.block_ids, device) \
-        if attention == "flex" and device.type == "cuda" else None
+        if kernels.attention == "flex" else None
     ctx.print0(f"[{task.name}] tokenizer={tok.name} V={tok.vocab_size} n={n} noisy={m} blocks="
                f"{layout.num_noisy_blocks} params={sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
-               f"attention={'flex' if flex is not None else 'sdpa'} train={len(train_x)} val={len(val_x)}")
+               f"train={len(train_x)} val={len(val_x)}")
+    ctx.print0(f"[runtime] kernels: {kernels.label()} ({kernels.reason})")
     ema = make_ema(model, algo.ema)
-    ddp = ctx.compile(ctx.wrap_ddp(model))
+    if kernels.compile:
+        model.compile_blocks()  # after the EMA copy: evaluation runs the EMA weights eagerly
+    ddp = ctx.wrap_ddp(model)
     ctx.seed_per_rank()
     scorer = Scorer(layout, schedule, tok.mask_id, tok.eos_id, inputs, algo.antithetic, algo.loss_on_padding,
                     flex, ctx.autocast)
@@ -165,8 +171,10 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     log_every, save_every = train.log_every, train.save_every
     model.train()
     stream = batches()
-    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    peak_tflops = ctx.plan.gpu.tflops_bf16 if device.type == "cuda" else None  # the catalog's, via the plan
     tic, seen = time.perf_counter(), 0
+    warm_up = True  # the first step in this process: compile (when on) and allocator warm-up, timed on its own
+    startup: float | None = None
     while step < total:
         total_loss, seg_acc = 0.0, {k: 0.0 for k in layout.segments}
         for micro in range(accum):
@@ -186,6 +194,12 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
         seen += batch * accum
         if first_loss is None:
             first_loss = state["first_loss"] = total_loss
+        if warm_up:  # excluded from the step time and throughput: a start-up cost, logged as its own phase
+            warm_up, startup = False, time.perf_counter() - tic  # logged with the next record (same lines)
+            ctx.print0(f"[{task.name}] first step (compile {'on' if kernels.compile else 'off'} + warm-up): "
+                       f"{startup:.1f} s, not counted in the step time")
+            if step % log_every and step != total:  # else this step's own record carries it
+                tic, seen = time.perf_counter(), 0
         if step % log_every == 0 or step == total:
             dt = time.perf_counter() - tic
             seq_s = seen / dt
@@ -193,9 +207,11 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                                      "grad_norm": grad_norm, "tokens_per_s": seq_s * n * world,
                                      "samples_per_s": seq_s * world, "epoch": pos["epoch"] + pos["batch"] /
                                      max(1, len(train_x) // (batch * world))}
+            if startup is not None:
+                rec["compile_seconds"], startup = startup, None
             if len(layout.segments) > 1:
                 rec |= {f"loss_{k}": v for k, v in seg_acc.items()}  # clipped t: an estimate, not the NELBO
-            util = mfu(cfg, m + n, round(m * (clip[0] + clip[1]) / 2), seq_s, dev_name)  # head: masked rows
+            util = mfu(cfg, m + n, round(m * (clip[0] + clip[1]) / 2), seq_s, peak_tflops)  # head: masked rows
             if util is not None:
                 rec["mfu"] = util
             if device.type == "cuda":
@@ -221,7 +237,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                               "val_t_range": list(validation_t_range()), "val_tokens": "real" if not
                               algo.loss_on_padding else "all positions", "ema": algo.ema,
                               "eval_weights": "ema" if ema is not None else "raw",
-                              "time_conditioning": algo.time_conditioning}
+                              "time_conditioning": algo.time_conditioning,
+                              "kernels": kernels.model_dump()}
     if ctx.is_main and algo.num_samples:
         result |= write_samples(ctx, task, eval_model(model, ema), tok, schedule, algo, val_rows)
     ctx.barrier()

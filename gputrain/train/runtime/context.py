@@ -79,6 +79,7 @@ class RunContext:
     seed: int = 0
     stop_after_steps: int | None = None  # GPUTRAIN_STOP_AFTER_STEPS
     _steps_seen: int = 0
+    requested_attention: str = "auto"  # train.attention as planned, before this node resolved "auto"
 
     @property
     def is_main(self) -> bool:
@@ -114,7 +115,7 @@ class RunContext:
         seed_everything(self.seed + offset + 1000003 * self.rank)
 
     def compile(self, model: torch.nn.Module) -> torch.nn.Module:
-        compiled, note = maybe_compile(model, self.recipe.train.compile, self.device)
+        compiled, note = maybe_compile(model, self.recipe.train.compile is True, self.device)
         self.print0(f"[runtime] {note}")
         return compiled
 
@@ -275,6 +276,7 @@ def setup_run(argv: Sequence[str] | None = None) -> RunContext:
         job_dir.mkdir(parents=True, exist_ok=True)
     rdist.barrier()
     precision = make_precision(plan.precision, info.device)
+    requested_attention = plan.attention
     attention, reason = perf.resolve_attention(plan.attention, info.device)
     if attention != plan.attention:  # "auto" is decided here, on the node, never by the planning machine
         plan = plan.model_copy(update={
@@ -299,6 +301,7 @@ def setup_run(argv: Sequence[str] | None = None) -> RunContext:
         args=rest,
         seed=train.seed,
         stop_after_steps=_stop_after_steps(),
+        requested_attention=requested_attention,
     )
     for note in ctx.metrics.notes:
         ctx.print0(f"[runtime] {note}")

@@ -1,0 +1,565 @@
+"""The project's GPU checks in one command: predicted (the planner) beside measured, one JSON line each.
+
+    # on a GPU machine, from the repository root, after ``bash benchmarks/gpu_bundle.sh`` built .gpu/:
+    timeout -k 15 420 python3 .gpu/project/benchmarks/gpu_suite.py --bundle .gpu --out "$OUT" --budget 330
+    # anywhere, without CUDA: the same steps in smoke form (tiny shapes, --gpu cpu), as CI runs it
+    python3 benchmarks/gpu_suite.py --out /tmp/suite --steps numerics,bench_sdpa
+
+Steps, in priority order (``--steps`` or ``GPU_SUITE_STEPS``, comma-separated, picks and orders them):
+bench_sdpa, bench_default (BD3-LM 12 × 768, seq 1024, bf16: SDPA eager, then the shipped default path with its
+top CUDA kernels), run_bd3lm_preset (a real ``gputrain run`` of bd3lm_gsm8k at the H200 preset),
+run_bd3lm_h100_fit (the batch the H100 plan's ``--fit`` advises, run with the allocator capped at an H100's
+memory), bench_chunked_ce (the default path with the chunked cross-entropy), run_bd3lm_b64, run_bd3lm_b192
+(the conservative and aggressive presets), run_hdp, run_gnn, rl_logprob (padded vs packed log-prob and update
+passes, HF generate with the dynamic vs the static cache), run_grpo (0.5B random-init policy, HF generate),
+numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE). ``env`` always runs first.
+
+Every step runs in its own process group with its own cap (``--budget`` is for all steps together; a step never
+gets more than its cap nor more than what is left), so a slow step cannot eat the rest. Output under ``--out``:
+``results.jsonl`` (one record per measurement: ``pred_*`` beside ``meas_*``), ``log.txt`` (every
+subprocess's output), ``side.json`` (plans, perf.json, kernel tables), ``summary.txt`` (the short table).
+The driver needs only the standard library; what it measures runs with the bundle's wheels on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PROJECT = Path(__file__).resolve().parent.parent
+T0 = time.monotonic()
+#: allocator cap that stands for an 80 GB H100 (79.6 GiB in the catalog, ~0.6 GiB of it the CUDA context)
+H100_ALLOCATOR_GIB = 79.0
+
+SITECUSTOMIZE = '''"""gpu_suite hook for the trainer processes torchrun starts (LOCAL_RANK set): cap the CUDA allocator at
+GPU_SUITE_MEM_GIB, and write max_memory_allocated/reserved to GPU_SUITE_MEMFILE at exit. Chains to any other
+sitecustomize on the path."""
+import os, sys
+if os.environ.get("LOCAL_RANK") is not None and os.environ.get("GPU_SUITE_MEMFILE"):
+    if os.environ.get("GPU_SUITE_MEM_GIB"):
+        import torch
+        if torch.cuda.is_available():
+            _total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, float(os.environ["GPU_SUITE_MEM_GIB"]) * 2**30 / _total), 0)
+    import atexit, json
+
+    def _gpu_suite_mem():
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+            return
+        rec = {"rank": os.environ.get("RANK"), "max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
+               "max_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
+               "mem_fraction_gib": os.environ.get("GPU_SUITE_MEM_GIB")}
+        with open(os.environ["GPU_SUITE_MEMFILE"], "a") as fh:
+            fh.write(json.dumps(rec) + "\\n")
+    atexit.register(_gpu_suite_mem)
+import importlib.machinery as _m, importlib.util as _u
+_here = os.path.dirname(os.path.abspath(__file__))
+_spec = _m.PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+if _spec is not None and _spec.loader is not None:
+    _mod = _u.module_from_spec(_spec)
+    _spec.loader.exec_module(_mod)
+'''
+
+
+class Suite:
+    def __init__(self, out: Path, work: Path, budget: float, gpu: bool, bundle: Path | None) -> None:
+        self.out, self.work, self.gpu, self.bundle = out, work, gpu, bundle
+        self.deadline = T0 + budget
+        self.results = open(out / "results.jsonl", "a", buffering=1)
+        self.log = open(out / "log.txt", "a", buffering=1)
+        self.side: dict[str, Any] = {}
+        self.py = os.environ.get("PYTHON", sys.executable)
+        self.commit = (bundle / "COMMIT").read_text().strip() if bundle and (bundle / "COMMIT").is_file() else \
+            _git_head()
+        self.device = "cpu"
+        self.env = self._env()
+
+    def _env(self) -> dict[str, str]:
+        site = self.work / "site"
+        hook = self.work / "hook"
+        hook.mkdir(parents=True, exist_ok=True)
+        (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        paths = [str(hook), str(site), str(PROJECT)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(":"),
+               "PYTHON": self.py, "GPUTRAIN_HOME": str(self.work / "home"), "PYTHONUNBUFFERED": "1",
+               "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
+        if self.bundle is not None:
+            env["HF_HOME"] = str((self.bundle / "hf").resolve())
+        return env
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def emit(self, step: str, **kw: Any) -> None:
+        rec = {"step": step, "t_s": round(time.monotonic() - T0, 1), "device": self.device,
+               "commit": self.commit[:12], **kw}
+        line = json.dumps(rec, default=str)
+        self.results.write(line + "\n")
+        self.log.write(f"### RESULT {line[:3000]}\n")
+
+    def save_side(self) -> None:
+        (self.out / "side.json").write_text(json.dumps(self.side, indent=1, default=str))
+
+    def run(self, name: str, cmd: list[str], cap: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+        """cmd in its own process group, killed (TERM, then KILL) at min(cap, what is left)."""
+        timeout = max(5.0, min(cap, self.left() - 2))
+        self.log.write(f"\n===== [{name}] t={time.monotonic() - T0:.1f}s timeout={timeout:.0f}s\n$ {' '.join(cmd)}\n")
+        tic, lines = time.monotonic(), []
+        proc = subprocess.Popen(cmd, cwd=PROJECT, env={**self.env, **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                self.log.write(line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)  # the group this call started
+                try:
+                    proc.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            rc = proc.returncode
+        reader.join(5)
+        wall = time.monotonic() - tic
+        self.log.write(f"===== [{name}] rc={rc} timed_out={timed_out} wall={wall:.1f}s\n")
+        return {"rc": rc, "ok": rc == 0 and not timed_out, "timed_out": timed_out, "wall_s": round(wall, 1),
+                "cap_s": round(timeout), "_lines": lines}
+
+
+def _git_head() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def last_json(lines: list[str]) -> dict[str, Any]:
+    for line in reversed(lines):
+        s = line.strip()
+        if s.startswith("{") and s.endswith("}"):
+            with contextlib.suppress(ValueError):
+                return dict(json.loads(s))
+    return {}
+
+
+def tail(lines: list[str], n: int = 8) -> list[str]:
+    return [x.rstrip()[-300:] for x in lines[-n:]]
+
+
+def ratio(measured: Any, predicted: Any) -> float | None:
+    if isinstance(measured, (int, float)) and isinstance(predicted, (int, float)) and predicted:
+        return round(measured / predicted, 3)
+    return None
+
+
+# ---------------------------------------------------------------- the planner's side
+
+
+def plan(s: Suite, key: str, recipe: str, sets: list[str], gpu: str = "H200", extra: list[str] | None = None
+         ) -> dict[str, Any]:
+    """``gputrain plan --json`` as the planner predicts it now; the fields the records compare."""
+    cmd = [s.py, "-m", "gputrain", "plan", f"recipes/{recipe}", "--gpu", gpu, "--gpus", "1", "--json",
+           *(extra or [])]
+    for x in sets:
+        cmd += ["--set", x]
+    res = s.run(f"plan:{key}", cmd, 60)
+    text = "".join(res["_lines"])
+    try:
+        d = json.loads(text[text.index("{"): text.rindex("}") + 1])
+    except ValueError:
+        s.emit(f"plan:{key}", ok=False, recipe=recipe, sets=sets, error_tail=tail(res["_lines"]))
+        return {}
+    if isinstance(d.get("artifacts"), dict):
+        d["artifacts"].clear()
+    s.side[f"plan:{key}"] = d
+    return pred_fields(d)
+
+
+def pred_fields(d: dict[str, Any]) -> dict[str, Any]:
+    e, r = d.get("estimate", {}) or {}, d.get("recipe", {}) or {}
+    tr = r.get("train", {}) or {}
+    brk = e.get("memory_breakdown") or {}
+    ctx = brk.get("cuda_context") if isinstance(brk, dict) else None
+    return {"pred_step_s": e.get("step_seconds"), "pred_mem_gib": e.get("memory_gib_per_gpu"),
+            "pred_context_gib": ctx, "pred_mfu": e.get("mfu"), "pred_step_flops": e.get("step_flops"),
+            "pred_phases": e.get("phases"), "plan_attention": d.get("attention"), "plan_compile": tr.get("compile"),
+            "plan_kernels": d.get("kernels") or e.get("kernels"), "plan_precision": d.get("precision"),
+            "plan_batch_size": tr.get("batch_size"), "plan_grad_accum": tr.get("grad_accum"),
+            "plan_fit": e.get("fit"), "pred_memory_breakdown": brk}
+
+
+# ---------------------------------------------------------------- steps
+
+
+ENV_PY = r"""
+import json, importlib, importlib.util, subprocess, sys
+r = {"python": sys.version.split()[0]}
+import torch
+r["torch"] = torch.__version__
+r["cuda_available"] = torch.cuda.is_available()
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    r.update(device_name=p.name, capability=list(torch.cuda.get_device_capability(0)),
+             total_mem_gib=round(p.total_memory / 2**30, 2), sms=p.multi_processor_count)
+    try:
+        r["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,power.limit,"
+                                          "clocks.max.sm", "--format=csv,noheader"], capture_output=True,
+                                         text=True, timeout=20).stdout.strip()
+    except Exception as e:
+        r["nvidia_smi"] = f"error: {e}"
+for mod in ["pydantic", "transformers", "triton", "gputrain", "torch_geometric", "flash_attn", "vllm"]:
+    try:
+        m = importlib.import_module(mod)
+        r[f"mod_{mod}"] = getattr(m, "__version__", "?")
+    except Exception as e:
+        r[f"mod_{mod}"] = f"missing: {type(e).__name__}"
+try:
+    from gputrain.contract.kernels import KernelRequest, resolve
+    from gputrain.train.runtime.kernels import detect_facts
+    facts = detect_facts()
+    r["resolver_facts"] = facts.model_dump()
+    r["resolved_auto_block"] = resolve(KernelRequest(mask="block"), facts).model_dump()
+except Exception as e:
+    r["resolver_error"] = f"{type(e).__name__}: {e}"[:300]
+print(json.dumps(r))
+"""
+
+
+def step_env(s: Suite) -> None:
+    res = s.run("env", [s.py, "-c", ENV_PY], 90)
+    data = last_json(res.pop("_lines"))
+    s.device = str(data.get("device_name", "cpu"))
+    s.emit("env", **res, **data)
+
+
+BENCH_PLAN_SETS = ["model.seq_len=1024", "train.batch_size=32", "train.grad_accum=1",
+                   "estimate.tokens_per_sample=2048"]
+
+
+def _bench(s: Suite, key: str, variant: list[str], plan_sets: list[str], cap: float, profile: int = 0) -> None:
+    if s.gpu:
+        shape = ["--layers", "12", "--hidden", "768", "--heads", "12", "--batch", "32", "--seq-len", "1024",
+                 "--steps", "12", "--warmup", "4"]
+    else:
+        shape = ["--device", "cpu", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "258",
+                 "--seq-len", "64", "--batch", "2", "--steps", "2", "--warmup", "1"]
+    args = [*shape, *variant] + (["--profile", str(profile)] if profile else [])
+    pred = plan(s, f"bench_{key}", "bd3lm_gsm8k.yaml", BENCH_PLAN_SETS + plan_sets)
+    res = s.run(f"bench:{key}", [s.py, "benchmarks/diffusion_mfu.py", *args], cap)
+    lines = res.pop("_lines")
+    data = last_json(lines)
+    kernels = data.pop("top_kernels", None)
+    if kernels:
+        s.side[f"kernels:{key}"] = kernels
+    if not res["ok"]:
+        res["error_tail"] = tail(lines)
+    meas = {"meas_step_s": data.get("step_s"), "meas_alloc_gib": data.get("peak_mem_gib"),
+            "meas_reserved_gib": data.get("peak_reserved_gib"), "meas_mfu": data.get("mfu")}
+    s.emit(f"bench:{key}", args=args, **res, **meas, **pred,
+           ratio_step=ratio(meas["meas_step_s"], pred.get("pred_step_s")),
+           ratio_alloc=ratio(meas["meas_alloc_gib"], _less(pred.get("pred_mem_gib"), pred.get("pred_context_gib"))),
+           top_kernels=(kernels or [])[:12], **{k: v for k, v in data.items() if k not in ("peak_mem_gib",)})
+
+
+def _less(a: Any, b: Any) -> Any:
+    return a - b if isinstance(a, (int, float)) and isinstance(b, (int, float)) else a
+
+
+def step_bench_sdpa(s: Suite) -> None:
+    _bench(s, "sdpa_eager", ["--attention", "sdpa"], ["train.attention=sdpa", "train.compile=false"], 75)
+
+
+def step_bench_default(s: Suite) -> None:
+    """The shipped default (``attention: auto``, ``compile: auto``) as the resolver decides it on this node."""
+    _bench(s, "default", ["--attention", "auto", "--compile-mode", "auto"], [], 150, profile=3)
+
+
+def step_bench_chunked_ce(s: Suite) -> None:
+    _bench(s, "default_chunked_ce", ["--attention", "auto", "--compile-mode", "auto", "--ce", "chunked"], [], 120)
+
+
+# the short real runs: generated data, no clip search, no samples, few steps (each logged interval is a step time)
+BD3_RUN = ["data.source=generated", "data.format=generated", "data.train_size=4096", "data.val_size=64",
+           "algorithm.tokenizer=gpt2", "algorithm.eval_batches=1", "algorithm.clip_search=false",
+           "algorithm.num_samples=0", "train.eval_every=100000", "train.save_every=100000", "train.num_workers=0",
+           "train.log_every=2"]
+BD3_SMOKE = ["data.source=generated", "data.format=generated", "data.train_size=64", "data.val_size=8",
+             "algorithm.eval_batches=1", "algorithm.clip_search=false", "algorithm.num_samples=0",
+             "train.eval_every=100000", "train.save_every=100000", "train.max_steps=4", "train.log_every=1"]
+
+
+def gputrain_run(s: Suite, key: str, recipe: str, sets: list[str], cap: float, preset: str | None = None,
+                 mem_gib: float | None = None) -> None:
+    logs = s.work / f"logs_{key}"
+    memfile = s.work / f"mem_{key}.jsonl"
+    gpu = ["--gpu", "H200", "--gpus", "1"] if s.gpu else ["--gpu", "cpu", "--gpus", "1"]
+    cmd = [s.py, "-m", "gputrain", "run", f"recipes/{recipe}", *gpu, "--logs-dir", str(logs)]
+    if preset and s.gpu:
+        cmd += ["--preset", preset]
+    for x in sets:
+        cmd += ["--set", x]
+    env = {"GPU_SUITE_MEMFILE": str(memfile)}
+    if mem_gib is not None:
+        env["GPU_SUITE_MEM_GIB"] = str(mem_gib)
+    res = s.run(f"run:{key}", cmd, cap, env)
+    lines = res.pop("_lines")
+    info = collect_job(s, key, logs, memfile)
+    if not res["ok"]:
+        res["error_tail"] = tail(lines, 10)
+        res["oom"] = any("OutOfMemoryError" in x or "CUDA out of memory" in x for x in lines)
+    info["runtime_lines"] = [x.rstrip()[-240:] for x in lines if "[runtime]" in x or "compile" in x.lower()][:16]
+    s.emit(f"run:{key}", recipe=recipe, preset=preset, sets=sets, mem_cap_gib=mem_gib, **res, **info)
+
+
+def collect_job(s: Suite, key: str, logs: Path, memfile: Path) -> dict[str, Any]:
+    jobs = sorted(p for p in logs.glob("*") if p.is_dir()) if logs.is_dir() else []
+    info: dict[str, Any] = {}
+    if memfile.is_file():
+        recs = [json.loads(x) for x in memfile.read_text().splitlines() if x.strip()]
+        if recs:
+            info["meas_alloc_gib"] = round(max(r["max_allocated_gib"] for r in recs), 2)
+            info["meas_reserved_gib"] = round(max(r["max_reserved_gib"] for r in recs), 2)
+    if not jobs:
+        return info
+    jd = jobs[-1]
+    side: dict[str, Any] = {}
+    for name in ("plan.json", "perf.json", "summary.json", "result.json"):
+        f = jd / name
+        if f.is_file():
+            with contextlib.suppress(ValueError):
+                side[name] = json.loads(f.read_text())
+    metrics = jd / "metrics.jsonl"
+    recs = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip().startswith("{")] \
+        if metrics.is_file() else []
+    side["metrics_tail"] = recs[-40:]
+    for f in sorted(jd.glob("*summary*.txt")):
+        side[f.name] = f.read_text()[:6000]
+    s.side[f"run:{key}"] = side
+    p = side.get("plan.json") or {}
+    info.update(pred_fields(p))
+    perf = side.get("perf.json") or {}
+    info.update(meas_step_s=perf.get("step_seconds"), meas_steps_timed=perf.get("steps_timed"),
+                meas_perf_peak_gib=perf.get("peak_memory_gib"), meas_phases=perf.get("phases"),
+                meas_tokens_per_s=perf.get("tokens_per_s"), meas_wall_s=perf.get("wall_seconds"))
+    for k in ("mfu", "samples_per_s", "tokens_per_s", "rollout_tokens_per_s", "compile_seconds"):
+        vals = [r[k] for r in recs if isinstance(r.get(k), (int, float))]
+        if vals:
+            info[f"metric_{k}_median"] = sorted(vals)[len(vals) // 2]
+    info["ratio_step"] = ratio(info.get("meas_step_s"), info.get("pred_step_s"))
+    info["ratio_alloc"] = ratio(info.get("meas_alloc_gib", info.get("meas_perf_peak_gib")),
+                                _less(info.get("pred_mem_gib"), info.get("pred_context_gib")))
+    return info
+
+
+def step_run_bd3lm(s: Suite, key: str, preset: str | None, steps: int, cap: float) -> None:
+    if s.gpu:
+        gputrain_run(s, key, "bd3lm_gsm8k.yaml", BD3_RUN + [f"train.max_steps={steps}"], cap, preset=preset)
+    else:
+        gputrain_run(s, key, "bd3lm_gsm8k.yaml", BD3_SMOKE + ["train.batch_size=4"], cap)
+
+
+def step_run_h100_fit(s: Suite) -> None:
+    """Does the H100 plan's --fit advice fit? Run it with the allocator capped at an H100's memory."""
+    d = plan(s, "bd3lm_h100_fit", "bd3lm_gsm8k.yaml", [], gpu="H100", extra=["--fit"])
+    batch, accum = d.get("plan_batch_size"), d.get("plan_grad_accum")
+    s.emit("plan:bd3lm_h100_fit", ok=bool(d), **d)
+    if not isinstance(batch, int):
+        return
+    sets = [f"train.batch_size={batch}", f"train.grad_accum={accum or 1}"]
+    if s.gpu:
+        gputrain_run(s, "bd3lm_h100_fit", "bd3lm_gsm8k.yaml", BD3_RUN + sets + ["train.max_steps=4"], 110,
+                     mem_gib=H100_ALLOCATOR_GIB)
+    else:
+        gputrain_run(s, "bd3lm_h100_fit", "bd3lm_gsm8k.yaml", BD3_SMOKE + ["train.batch_size=4"], 200,
+                     mem_gib=H100_ALLOCATOR_GIB)
+
+
+def step_run_hdp(s: Suite) -> None:
+    if s.gpu:
+        gputrain_run(s, "hdp", "hdp_diffusion.yaml", BD3_RUN + ["train.max_steps=6"], 110)
+    else:
+        gputrain_run(s, "hdp", "hdp_diffusion.yaml", BD3_SMOKE + ["train.batch_size=4"], 200)
+
+
+def step_run_gnn(s: Suite) -> None:
+    if s.gpu:
+        gputrain_run(s, "gnn_coloring", "gnn_coloring.yaml",
+                     ["data.train_size=2940", "data.val_size=490", "train.epochs=2", "train.log_every=10",
+                      "algorithm.eval_graphs=24", "algorithm.search_moves=300", "algorithm.onnx_check_runs=1"], 80)
+    else:
+        gputrain_run(s, "gnn_coloring", "gnn_coloring.yaml",
+                     ["data.train_size=64", "data.val_size=16", "train.epochs=1", "train.log_every=2",
+                      "algorithm.eval_graphs=4", "algorithm.search_moves=100", "algorithm.onnx_check_runs=1",
+                      "train.num_workers=0"], 200)
+
+
+GRPO_RUN = ["model.name=tiny-qwen2", "model.hidden_size=1280", "model.num_layers=24", "model.num_heads=20",
+            "model.num_kv_heads=20", "model.vocab_size=512", "model.params=5.0e8", "model.seq_len=512",
+            "data.source=generated", "data.format=generated", "data.train_size=256", "train.batch_size=64",
+            "train.max_steps=3", "train.log_every=1", "train.eval_every=1000", "train.save_every=1000",
+            "train.precision=bf16", "train.gradient_checkpointing=false", "distributed.strategy=ddp",
+            "algorithm.prompt_format=raw", "algorithm.rollout_engine=hf", "algorithm.num_generations=8",
+            "algorithm.max_prompt_length=64", "algorithm.max_completion_length=256",
+            "algorithm.eval_dataset=held_out", "algorithm.eval_samples=8", "algorithm.sandbox_workers=8",
+            "algorithm.sandbox_timeout_s=3.0"]
+GRPO_SMALL = {"model.hidden_size": "64", "model.num_layers": "2", "model.num_heads": "4", "model.num_kv_heads": "4",
+              "model.params": "2.0e5", "algorithm.max_completion_length": "8", "algorithm.num_generations": "4",
+              "train.batch_size": "4", "train.max_steps": "2", "algorithm.eval_samples": "2",
+              "train.precision": "fp32", "algorithm.sandbox_workers": "2"}
+
+
+def step_run_grpo(s: Suite) -> None:
+    env_extra = {"GPUTRAIN_SANDBOX_ALLOW_WEAK": "1"}
+    s.env.update(env_extra)
+    if s.gpu:
+        gputrain_run(s, "grpo_0.5B_hf", "grpo_code_mbpp.yaml", GRPO_RUN, 110)
+    else:
+        sets = [f"{k}={GRPO_SMALL.get(k, v)}" for k, v in (x.split("=", 1) for x in GRPO_RUN)]
+        gputrain_run(s, "grpo_0.5B_hf", "grpo_code_mbpp.yaml", sets, 200)
+
+
+def step_rl_logprob(s: Suite) -> None:
+    args = [] if s.gpu else ["--smoke"]
+    res = s.run("rl_logprob", [s.py, "benchmarks/rl_logprob_bench.py", *args], 90)
+    lines = res.pop("_lines")
+    data = last_json(lines)
+    if not res["ok"]:
+        res["error_tail"] = tail(lines)
+    s.emit("rl_logprob", **res, **data)
+
+
+def step_numerics(s: Suite) -> None:
+    args = ["--device", "cuda"] if s.gpu else ["--device", "cpu"]
+    res = s.run("numerics", [s.py, "benchmarks/diffusion_numerics.py", *args], 90)
+    lines = res.pop("_lines")
+    data = last_json(lines)
+    if not res["ok"]:
+        res["error_tail"] = tail(lines)
+    s.emit("numerics", **res, **data)
+
+
+#: (name, function, seconds that must be left to start it)
+STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
+    ("bench_sdpa", step_bench_sdpa, 30),
+    ("bench_default", step_bench_default, 60),
+    ("run_bd3lm_preset", lambda s: step_run_bd3lm(s, "bd3lm_preset", None, 6, 130), 60),
+    ("run_bd3lm_h100_fit", step_run_h100_fit, 50),
+    ("bench_chunked_ce", step_bench_chunked_ce, 50),
+    ("run_bd3lm_b64", lambda s: step_run_bd3lm(s, "bd3lm_b64", "conservative", 6, 90), 45),
+    ("run_bd3lm_b192", lambda s: step_run_bd3lm(s, "bd3lm_b192", "aggressive", 6, 90), 45),
+    ("run_hdp", step_run_hdp, 45),
+    ("run_gnn", step_run_gnn, 30),
+    ("rl_logprob", step_rl_logprob, 25),
+    ("run_grpo", step_run_grpo, 40),
+    ("numerics", step_numerics, 20),
+]
+
+
+def install_wheels(s: Suite) -> None:
+    if s.bundle is None:
+        return
+    wheels = sorted(glob.glob(str(s.bundle / "wheels" / "*.whl")))
+    res = s.run("wheels", [s.py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                           "--target", str(s.work / "site"), *wheels], 90)
+    s.emit("wheels", ok=res["ok"], rc=res["rc"], wheels=[Path(w).name for w in wheels],
+           error_tail=None if res["ok"] else tail(res["_lines"]))
+
+
+SUMMARY_COLS = [("step", 26), ("ok", 5), ("wall_s", 7), ("pred_step_s", 11), ("meas_step_s", 11), ("ratio_step", 10),
+                ("pred_mem_gib", 12), ("meas_alloc_gib", 14), ("meas_reserved_gib", 17), ("ratio_alloc", 11),
+                ("mfu", 7)]
+
+
+def summarize(results: Path) -> str:
+    rows = []
+    for line in results.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            rows.append(json.loads(line))
+    out = ["  ".join(name.ljust(w) for name, w in SUMMARY_COLS)]
+    for r in rows:
+        if r.get("step") in ("start", "end"):
+            continue
+        r = {**r, "mfu": r.get("mfu", r.get("metric_mfu_median"))}
+        cells = []
+        for name, w in SUMMARY_COLS:
+            v = r.get(name)
+            v = "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+            cells.append(v[:w].ljust(w))
+        out.append("  ".join(cells).rstrip())
+        for extra in ("skipped", "driver_error", "error_tail", "oom", "resolved", "top_kernels"):
+            if r.get(extra):
+                out.append(f"    {extra}: {json.dumps(r[extra])[:400]}")
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "gpu_suite_out"))
+    ap.add_argument("--bundle", default=None, help="folder gpu_bundle.sh built (wheels/, hf/, COMMIT)")
+    ap.add_argument("--budget", type=float, default=330.0, help="seconds for all steps together")
+    ap.add_argument("--steps", default=os.environ.get("GPU_SUITE_STEPS", ""),
+                    help="comma-separated step names, in the order to run them (default: all, priority order)")
+    ap.add_argument("--cpu", action="store_true", help="smoke form even where CUDA is available")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu_suite."))
+    bundle = Path(a.bundle).resolve() if a.bundle else None
+    known = {name: (fn, need) for name, fn, need in STEPS}
+    chosen = [x for x in a.steps.split(",") if x] or [name for name, _, _ in STEPS]
+    unknown = [x for x in chosen if x not in known]
+    if unknown:
+        print(f"gpu_suite: unknown step(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
+        return 2
+    probe = subprocess.run([sys.executable, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
+                           capture_output=True, timeout=120)
+    s = Suite(out, work, a.budget, gpu=probe.returncode == 0 and not a.cpu, bundle=bundle)
+    s.emit("start", mode="gpu" if s.gpu else "cpu-smoke", budget_s=a.budget, steps=chosen, python=s.py)
+    install_wheels(s)
+    step_env(s)
+    for name in chosen:
+        fn, need = known[name]
+        if s.left() < need:
+            s.emit(name, ok=False, skipped=f"{s.left():.0f} s left of the budget, needs {need:.0f} s")
+            continue
+        try:
+            fn(s)
+        except Exception as exc:  # a bug in one step must not stop the next
+            s.emit(name, ok=False, driver_error=f"{type(exc).__name__}: {exc}"[:500])
+        s.save_side()
+    s.emit("end", wall_s=round(time.monotonic() - T0, 1))
+    s.save_side()
+    table = summarize(out / "results.jsonl")
+    (out / "summary.txt").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

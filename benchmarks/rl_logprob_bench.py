@@ -1,0 +1,128 @@
+"""RL passes on a random-init Qwen2 policy: padded vs packed log-prob/update passes, HF generate caches.
+
+    python benchmarks/rl_logprob_bench.py            # GPU: 0.5B (24 × 1280), 64 sequences, bf16
+    python benchmarks/rl_logprob_bench.py --smoke    # CPU: a tiny model, fp32
+
+The batch looks like a GRPO rollout: prompts of 16-64 tokens (left-padded), completions of 16-256 tokens
+(right-padded), lengths drawn at random. Reports tokens processed and real tokens/s of the padded passes
+(``gputrain.train.grpo.loss``, micro-batches of ``--micro`` rows) and of the packed ones
+(``gputrain.train.grpo.packing``, rows of ``micro × width`` tokens: the same memory bound), the largest
+log-prob difference between them, and HF ``generate`` tokens/s with the dynamic and the static KV cache.
+Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import torch
+
+from gputrain.train.grpo.loss import completion_logprobs, completion_logprobs_and_entropy
+from gputrain.train.grpo.packing import packed_completion_logprobs, packed_tokens
+
+
+def timed(fn: Any, sync: Any) -> tuple[Any, float]:
+    sync()
+    tic = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - tic
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--micro", type=int, default=16)
+    ap.add_argument("--new-tokens", type=int, default=128)
+    args = ap.parse_args()
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cuda = torch.cuda.is_available() and not args.smoke
+    dev = torch.device("cuda" if cuda else "cpu")
+    dtype = torch.bfloat16 if cuda else torch.float32
+    if cuda:
+        cfg = Qwen2Config(vocab_size=512, hidden_size=1280, intermediate_size=3456, num_hidden_layers=24,
+                          num_attention_heads=20, num_key_value_heads=20, max_position_embeddings=1024)
+        n_seq, p_rng, c_rng = 64, (16, 64), (16, 256)
+    else:
+        cfg = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2)
+        n_seq, p_rng, c_rng = 8, (2, 6), (1, 10)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg).to(dev, dtype)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    pw, cw = p_rng[1], c_rng[1]
+    ids = torch.randint(1, cfg.vocab_size, (n_seq, pw + cw), device=dev)
+    mask = torch.zeros_like(ids)
+    for r in range(n_seq):
+        p = int(torch.randint(p_rng[0], p_rng[1] + 1, ()))
+        c = int(torch.randint(c_rng[0], c_rng[1] + 1, ()))
+        mask[r, pw - p : pw + c] = 1
+    ids = ids * mask
+    real = int(mask.sum())
+    budget = args.micro * ids.shape[1]
+    packed_n, padded_n = packed_tokens(mask, budget)
+    out: dict[str, Any] = {"device": torch.cuda.get_device_name(dev) if cuda else "cpu", "sequences": n_seq,
+                           "width": ids.shape[1], "real_tokens": real, "padded_tokens_processed": padded_n,
+                           "packed_tokens_processed": packed_n, "micro_rows": args.micro}
+    model.eval()
+    with torch.no_grad():
+        completion_logprobs(model, ids[: args.micro], mask[: args.micro], cw, 1.0, args.micro)  # warm-up
+        pad_lp, t_pad = timed(lambda: completion_logprobs(model, ids, mask, cw, 1.0, args.micro), sync)
+        packed_completion_logprobs(model, ids[: args.micro], mask[: args.micro], cw, max_tokens=budget)
+        (pack_lp, _), t_pack = timed(lambda: packed_completion_logprobs(model, ids, mask, cw, max_tokens=budget),
+                                     sync)
+    comp = mask[:, pw:].bool()
+    out["logprob_max_abs_diff"] = float((pad_lp.float() - pack_lp.float()).abs()[comp].max())
+    out["logprob_padded_s"], out["logprob_packed_s"] = round(t_pad, 4), round(t_pack, 4)
+    out["logprob_padded_real_tokens_per_s"] = round(real / t_pad)
+    out["logprob_packed_real_tokens_per_s"] = round(real / t_pack)
+
+    model.train()
+
+    def update_padded() -> None:
+        for s in range(0, n_seq, args.micro):
+            lp, _ = completion_logprobs_and_entropy(model, ids[s : s + args.micro], mask[s : s + args.micro], cw)
+            (lp.float() * comp[s : s + args.micro]).sum().backward()
+
+    def update_packed() -> None:
+        lp, _ = packed_completion_logprobs(model, ids, mask, cw, max_tokens=budget, entropy=True)
+        (lp.float() * comp).sum().backward()
+
+    _, t_upd_pad = timed(update_padded, sync)
+    model.zero_grad(set_to_none=True)
+    _, t_upd_pack = timed(update_packed, sync)
+    out["update_padded_s"], out["update_packed_s"] = round(t_upd_pad, 4), round(t_upd_pack, 4)
+    out["update_padded_real_tokens_per_s"] = round(real / t_upd_pad)
+    out["update_packed_real_tokens_per_s"] = round(real / t_upd_pack)
+    if cuda:
+        out["peak_alloc_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+
+    model.eval()
+    prompts = ids[: args.micro, :pw]
+    pmask = mask[: args.micro, :pw]
+    new = args.new_tokens if cuda else 4
+    for cache in ("dynamic", "static"):
+        kw: dict[str, Any] = {"cache_implementation": "static"} if cache == "static" else {}
+        try:
+            with torch.no_grad():
+                model.generate(prompts, attention_mask=pmask, max_new_tokens=4, do_sample=True, pad_token_id=0,
+                               **kw)  # warm-up (and compile, where the static cache triggers it)
+                gen, t_gen = timed(lambda kw=kw: model.generate(prompts, attention_mask=pmask, max_new_tokens=new,
+                                                                min_new_tokens=new, do_sample=True,
+                                                                pad_token_id=0, **kw), sync)
+            out[f"generate_{cache}_tokens_per_s"] = round((gen.shape[1] - pw) * args.micro / t_gen, 1)
+            out[f"generate_{cache}_s"] = round(t_gen, 3)
+        except Exception as exc:  # report, do not hide: a cache this transformers cannot use is a finding
+            out[f"generate_{cache}_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
