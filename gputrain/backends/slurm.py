@@ -103,6 +103,7 @@ def prepare_job(
     """Render the job folder's files for ``plan`` (imports the renderer: the costly half of a submit)."""
     import yaml
 
+    from gputrain.contract.provenance import PROVENANCE_FILE, launch_json
     from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
     logs_dir = Path(logs_dir).absolute()
@@ -116,6 +117,7 @@ def prepare_job(
         "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
         "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
+        PROVENANCE_FILE: launch_json(),
     }
     cluster = plan.cluster.model_dump(mode="json") if plan.cluster else {}
     return PreparedJob(

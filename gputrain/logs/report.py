@@ -113,6 +113,11 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("predicted", f"{key} {fmt_num(pair['predicted'])} vs measured {fmt_num(pair['measured'])}"))
     if summary.get("efficiency"):
         rows.append(("efficiency", efficiency_line(summary["efficiency"])))
+    changed = summary.get("changed")
+    if isinstance(changed, dict) and changed.get("since"):
+        diff = changed.get("changes") or []
+        text = ", ".join(str(c) for c in diff) if diff else "nothing recorded (versions, commit, CUDA, driver)"
+        rows.append(("changed", f"since job {changed['since']}: {text}"))
     if summary.get("sampled"):
         skipped = summary["sampled"]["bytes_skipped"] / 2**20
         rows.append(("note", f"large dense log: sampled ({skipped:,.0f} MiB of metric lines not read); "
