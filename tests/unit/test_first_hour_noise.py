@@ -1,0 +1,52 @@
+"""What a newcomer reads in the first hour carries no noise (#31 point 16): no "0% MFU" for an assumed small
+MFU, no "1 GPUs", a usage error in one line, a "--set" error without a fake position, no "best" for a
+diagnostic."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from gputrain.cli.plan_output import percent
+from gputrain.logs.catalog import metric_info
+from tests.conftest import gputrain_command
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml"),
+           "NO_COLOR": "1"}
+    return subprocess.run([*gputrain_command(), *args], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+
+
+def test_a_bad_option_value_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "plan", "gnn_coloring", "--gpu", "cpu", "--gpus", "0")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "--gpus" in lines[0], proc.stderr
+    assert "gputrain plan -h" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_set_error_has_no_fake_position_and_suggests_the_full_key(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "plan", "gnn_coloring", "--gpu", "cpu", "--set", "train.batchsize=64")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: --set train.batchsize=64: unknown key 'train.batchsize'; "
+                                   "did you mean 'train.batch_size'?")
+
+
+def test_plan_shows_a_small_mfu_and_one_gpu_in_the_singular(tmp_path: Path) -> None:
+    gnn = _cli(tmp_path, "plan", "gnn_coloring", "--gpu", "H100")
+    assert gnn.returncode == 0, gnn.stderr
+    assert "compute at 0.2% MFU" in gnn.stdout and "at 0% MFU" not in gnn.stdout
+    one = _cli(tmp_path, "plan", "selftest", "--gpu", "cpu", "--gpus", "1")
+    assert "(1 GPU × " in one.stdout and "1 GPUs" not in one.stdout
+
+
+def test_percent_keeps_the_first_digit_of_a_small_share() -> None:
+    assert (percent(0.38), percent(0.002), percent(0.0), percent(1.0)) == ("38%", "0.2%", "0%", "100%")
+
+
+def test_a_reward_diagnostic_has_no_best() -> None:
+    assert metric_info("rewards/correct/frac_zero_std").better is None
+    assert metric_info("rewards/correct/mean").better == "higher"
