@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from gputrain.cli import complete
 from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt, resolve_recipe_path, resume_source
 
 
@@ -25,7 +26,8 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")],
+    recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe",
+                                              autocompletion=complete.recipes)],
     gpu: GpuOpt = None,
     gpus: GpusOpt = None,
     set_: SetOpt = None,
