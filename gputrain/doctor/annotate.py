@@ -84,6 +84,10 @@ def annotate(summary: dict[str, Any], job_dir: Path | None, *, write: bool = Tru
         from gputrain.backends.slurm_accounting import sacct_usage
 
         usage = sacct_usage(slurm_job_id)
+    wall = _perf(job_dir).get("wall_seconds")
+    if not summary.get("duration_s") and isinstance(wall, (int, float)):
+        # log stamps in whole seconds give 0 for a short run; the time row and the efficiency row must agree
+        summary["duration_s"] = round(float(wall), 1)
     report = efficiency(summary, job_dir, plan, usage)
     if report is not None:
         summary["efficiency"] = report

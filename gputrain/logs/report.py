@@ -43,7 +43,7 @@ def fmt_num(value: float | None) -> str:
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"
-    seconds = int(max(0, seconds))
+    seconds = round(max(0, seconds))  # rounded like the efficiency row's elapsed time, not cut
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"

@@ -50,3 +50,19 @@ def test_percent_keeps_the_first_digit_of_a_small_share() -> None:
 def test_a_reward_diagnostic_has_no_best() -> None:
     assert metric_info("rewards/correct/frac_zero_std").better is None
     assert metric_info("rewards/correct/mean").better == "higher"
+
+
+def test_a_run_shorter_than_its_log_stamps_shows_one_duration(tmp_path: Path) -> None:
+    """#31: "(0m00s)" beside "elapsed 0:00:01": the time row now takes the job's own wall time too."""
+    from gputrain.doctor.annotate import annotate
+    from gputrain.logs.report import overview_rows
+    from gputrain.planner import make_plan
+    from tests.conftest import RECIPES
+
+    (tmp_path / "plan.json").write_text(make_plan(RECIPES / "selftest.yaml", gpu="cpu", gpus_per_node=2).to_json())
+    (tmp_path / "perf.json").write_text('{"wall_seconds": 1.4, "cpu_seconds": 1.0, "host_rss_gib": 0.2}')
+    summary = {"state": "COMPLETED", "start": "a", "end": "b", "duration_s": 0, "steps": {"done": 1, "planned": 1},
+               "cost": {}, "root_cause": None}
+    annotate(summary, tmp_path, write=False)
+    rows = dict(overview_rows(summary))
+    assert rows["time"].endswith("(0m01s)") and rows["efficiency"].startswith("elapsed 0:00:01")
