@@ -66,3 +66,15 @@ def test_a_run_shorter_than_its_log_stamps_shows_one_duration(tmp_path: Path) ->
     annotate(summary, tmp_path, write=False)
     rows = dict(overview_rows(summary))
     assert rows["time"].endswith("(0m01s)") and rows["efficiency"].startswith("elapsed 0:00:01")
+
+
+def test_a_run_without_wandb_is_not_warned_about_its_key() -> None:
+    """#31: "secret WANDB_API_KEY is not set" on CPU toy runs that do not log to W&B."""
+    from gputrain.planner import make_plan
+    from gputrain.render import render_artifacts
+    from tests.conftest import RECIPES
+
+    quiet = render_artifacts(make_plan(RECIPES / "bd3lm_gsm8k.yaml", gpu="cpu", gpus_per_node=2))["launch.sh"]
+    assert "WANDB_API_KEY" not in quiet
+    logged = make_plan(RECIPES / "bd3lm_gsm8k.yaml", gpu="cpu", gpus_per_node=2, overrides=["tracking.wandb=true"])
+    assert "secret WANDB_API_KEY is not set" in render_artifacts(logged)["launch.sh"]
