@@ -116,7 +116,7 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     changed = summary.get("changed")
     if isinstance(changed, dict) and changed.get("since"):
         diff = changed.get("changes") or []
-        text = ", ".join(str(c) for c in diff) if diff else "nothing recorded (versions, commit, CUDA, driver)"
+        text = ", ".join(str(c) for c in diff) if diff else "no change in versions, commit, CUDA or driver"
         rows.append(("changed", f"since job {changed['since']}: {text}"))
     if summary.get("sampled"):
         skipped = summary["sampled"]["bytes_skipped"] / 2**20
