@@ -61,6 +61,7 @@ def test_a_failed_job_exits_1_and_names_its_own_exit_code(tmp_path: Path) -> Non
     assert "selftest failing on purpose" in proc.stdout  # the training's own output stays on stdout
 
 
+@pytest.mark.slow
 def test_selftest_outside_slurm_does_not_print_a_slurm_node(tmp_path: Path) -> None:
     """#31: "slurm node None" on every CPU hello world."""
     proc = subprocess.run([*gputrain_command(), "run", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--gpus", "1",
