@@ -1,4 +1,5 @@
-"""``$GPUTRAIN_HOME`` (default ``~/.local/share/gputrain``) and the only way to name a path inside it.
+"""``$GPUTRAIN_HOME`` (default ``$XDG_DATA_HOME/gputrain``, i.e. ``~/.local/share/gputrain``) and the only way
+to name a path inside it; the config folder (``$XDG_CONFIG_HOME/gputrain``, i.e. ``~/.config/gputrain``).
 
 Names that come from outside (a pod name from RunPod's API, a job name) are data: they become one path
 component each, are checked against a strict pattern (no ``/``, no leading ``.`` or ``-``, no control
@@ -21,9 +22,20 @@ class UnsafeNameError(UserError):
     """A name from outside cannot be used as a path component (exit code 2)."""
 
 
+def _xdg(variable: str, default: str) -> Path:
+    """``$variable`` when it is an absolute path (the XDG spec ignores relative ones), else ``default``."""
+    value = os.environ.get(variable, "")
+    return Path(value) if value and os.path.isabs(value) else Path(default).expanduser()
+
+
 def gputrain_home() -> Path:
     home = os.environ.get("GPUTRAIN_HOME")
-    return Path(home).expanduser() if home else Path("~/.local/share/gputrain").expanduser()
+    return Path(home).expanduser() if home else _xdg("XDG_DATA_HOME", "~/.local/share") / "gputrain"
+
+
+def config_home() -> Path:
+    """Where the user's own settings live (cluster profiles): ``$XDG_CONFIG_HOME/gputrain``."""
+    return _xdg("XDG_CONFIG_HOME", "~/.config") / "gputrain"
 
 
 def safe_name(name: str, what: str = "name") -> str:

@@ -53,6 +53,7 @@ class LocalBackend(Backend):
         """Write the job folder and the registry record (state PENDING); start nothing."""
         import yaml
 
+        from gputrain.contract.provenance import PROVENANCE_FILE, launch_json
         from gputrain.render import render_artifacts
 
         plan = plan.model_copy(update={"target": "local", "artifacts": {**plan.artifacts, "launch.sh": "launch.sh"}})
@@ -65,6 +66,7 @@ class LocalBackend(Backend):
             "launch.sh": script,
             "plan.json": plan.to_json(),
             "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
+            PROVENANCE_FILE: launch_json(),
         }
         try:
             (staging / "checkpoints").mkdir(parents=True)

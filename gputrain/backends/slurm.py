@@ -111,6 +111,7 @@ def prepare_job(
     run's script names its own folder (:func:`dry_run_dir`), so a plain ``sbatch`` of it runs there."""
     import yaml
 
+    from gputrain.contract.provenance import PROVENANCE_FILE, launch_json
     from gputrain.render.sbatch import SbatchInputs, render_sbatch
 
     logs_dir = Path(logs_dir).absolute()
@@ -128,6 +129,7 @@ def prepare_job(
         "job.sbatch": render_sbatch(plan, inputs),
         "plan.json": plan.to_json(),
         "recipe.resolved.yaml": yaml.safe_dump(plan.resolved_recipe_data(), sort_keys=False),
+        PROVENANCE_FILE: launch_json(),
     }
     cluster = plan.cluster.model_dump(mode="json") if plan.cluster else {}
     return PreparedJob(

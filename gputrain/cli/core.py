@@ -14,15 +14,20 @@ from typing import Annotated, Any
 
 import typer
 
+from gputrain.cli import complete
 from gputrain.errors import GputrainError, HardwareError, RecipeError, UserError, did_you_mean, unknown_name
 
-RecipeArg = Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")]
+RecipeArg = Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe",
+                                                      autocompletion=complete.recipes)]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override a field: a.b=value (repeatable)")]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help="GPU type (catalog name or alias); default: detect")]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help="GPU type (catalog name or alias); default: detect",
+                                                  autocompletion=complete.gpus)]
 GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs per node", min=1)]
 NodesOpt = Annotated[int | None, typer.Option("--nodes", help="number of nodes", min=1)]
-ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="cluster profile (GPU type, partition, …)")]
-PresetOpt = Annotated[str | None, typer.Option("--preset", help="named preset of the GPU profile")]
+ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="cluster profile (GPU type, partition, …)",
+                                                      autocompletion=complete.clusters)]
+PresetOpt = Annotated[str | None, typer.Option("--preset", help="named preset of the GPU profile",
+                                                    autocompletion=complete.presets)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, as {\"error\": ...})")]
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gputrain.cli import complete
 from gputrain.errors import GputrainError, UnknownNameError, UserError, unknown_name
 
 if TYPE_CHECKING:
@@ -187,7 +188,8 @@ def print_sweep(records: list[JobRecord], metric: str | None, as_json: bool) -> 
 
 
 def status(
-    job: Annotated[str, typer.Argument(help="job id (4242, local-3, a pod name), job folder, or job name")],
+    job: Annotated[str, typer.Argument(help="job id (4242, local-3, a pod name), job folder, or job name",
+                                    autocompletion=complete.jobs)],
     json_: JsonOpt = False,
 ) -> None:
     """State, reason, exit code, elapsed time and nodes of one job, asked of its backend.
@@ -233,7 +235,8 @@ def _sweep_status(sweep_id: str, tasks: list[JobRecord], as_json: bool) -> None:
 
 
 def cancel(
-    job: Annotated[str, typer.Argument(help="job id (4242, local-3, a pod name), job folder, or job name")],
+    job: Annotated[str, typer.Argument(help="job id (4242, local-3, a pod name), job folder, or job name",
+                                    autocompletion=complete.jobs)],
     requeue: Annotated[bool, typer.Option(
         "--requeue", help="Slurm: checkpoint at the next step and go back to the queue instead of ending")] = False,
 ) -> None:

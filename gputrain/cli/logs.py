@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gputrain.cli import complete
 from gputrain.contract.jobstate import ENDED_STATES
 from gputrain.errors import GputrainError, LogError
 
@@ -192,7 +193,8 @@ def _log_paths(target: Path) -> list[Path]:
 
 
 def logs_command(
-    target: str = typer.Argument(..., help="Job id, job name, job folder or log file."),
+    target: str = typer.Argument(..., help="Job id, job name, job folder or log file.",
+                                 autocompletion=complete.jobs),
     follow: bool = typer.Option(False, "--follow", "-f", help="Stream new lines until the job ends."),
     rank: int | None = typer.Option(None, "--rank", help="Only this rank's lines (and metrics)."),
     grep: str | None = typer.Option(None, "--grep", help="Only lines matching this regular expression."),

@@ -76,8 +76,12 @@ def _exit_click_error(exc: Exception, as_json: bool) -> None:
     exit_code = int(getattr(exc, "exit_code", USER_ERROR))
     if as_json and type(exc).__name__ != "NoArgsIsHelpError":
         report_error(exc.format_message(), "usage", exit_code, as_json=True)
-    else:
-        exc.show()  # type: ignore[attr-defined]  # "Usage: ...", "Try 'gputrain plan -h' for help.", the error
+    elif type(exc).__name__ == "NoArgsIsHelpError":
+        exc.show()  # type: ignore[attr-defined]  # the help the user asked for by giving no arguments
+    else:  # one line like every other error, with where to read more: not click's three-line usage block
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} -h')" if ctx is not None else ""
+        report_error(exc.format_message() + hint, "usage", exit_code, as_json=False)
     sys.exit(exit_code)
 
 

@@ -85,6 +85,12 @@ def _duration(hours: float) -> str:
     return f"{hours:.3g} h" if hours >= 1 else f"{hours * 60:.3g} min"
 
 
+def percent(fraction: float) -> str:
+    """``38%``, ``0.2%``: a small share keeps its first digit instead of rounding to a misleading 0%."""
+    pct = 100 * fraction
+    return f"{pct:.0f}%" if pct >= 1 or pct == 0 else f"{pct:.2g}%"
+
+
 def print_estimate(plan: JobPlan) -> None:
     """The estimate: step split, memory terms with their knobs, guide and measured runs side by side."""
     est = plan.estimate
@@ -97,14 +103,15 @@ def print_estimate(plan: JobPlan) -> None:
         if est.peak_bound_seconds:
             assumed = " (estimate.mfu: assumed)" if "mfu" in plan.recipe.estimate.model_fields_set else ""
             print(f"  at dense peak        {est.peak_bound_seconds:.3g} s ({est.step_flops:.3g} FLOPs; compute at "
-                  f"{est.mfu:.0%} MFU{assumed})")
+                  f"{percent(est.mfu)} MFU{assumed})")
     if est.total_steps is not None:
         print(f"  steps                {est.total_steps}")
     if est.total_hours is not None:
         extra = f" incl. {est.overhead_seconds / 60:.2g} min start-up/eval/report" if est.overhead_seconds else ""
         print(f"  wall time            {_duration(est.total_hours)}{extra}")
     if est.cost_usd is not None:
-        print(f"  cost                 ${est.cost_usd:,.2f} ({plan.world_size} GPUs × "
+        gpus = f"{plan.world_size} GPU{'s' if plan.world_size != 1 else ''}"
+        print(f"  cost                 ${est.cost_usd:,.2f} ({gpus} × "
               f"${est.gpu_hourly_usd:g}/GPU-hour; {plan.gpu.price_source})")
     if est.memory_gib_per_gpu is not None:
         cap = f" of {est.capacity_gib:g}" if est.capacity_gib else " (resident set per process)"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gputrain.cli import complete
 from gputrain.cli.core import GpuOpt, GpusOpt, PresetOpt, SetOpt
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
 
 def run(
-    recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")],
+    recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe",
+                                              autocompletion=complete.recipes)],
     gpu: GpuOpt = None,
     gpus: GpusOpt = None,
     set_: SetOpt = None,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gputrain.cli import complete
 from gputrain.errors import ClusterProfileError
 
 if TYPE_CHECKING:
@@ -27,9 +28,12 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (errors too, a
 
 
 def submit(
-    recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe")],
-    cluster: Annotated[str | None, typer.Option("--cluster", help="cluster profile ($GPUTRAIN_CLUSTER)")] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU type; default: the cluster's")] = None,
+    recipe: Annotated[str, typer.Argument(help="recipe file, or the name of a bundled recipe",
+                                          autocompletion=complete.recipes)],
+    cluster: Annotated[str | None, typer.Option("--cluster", help="cluster profile ($GPUTRAIN_CLUSTER)",
+                                                autocompletion=complete.clusters)] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU type; default: the cluster's",
+                                            autocompletion=complete.gpus)] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs per node", min=1)] = None,
     nodes: Annotated[int | None, typer.Option("--nodes", help="number of nodes", min=1)] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: a.b=value")] = None,
@@ -39,7 +43,8 @@ def submit(
         "--max-parallel", help="a --sweep runs at most this many points at once (--array=0-N%P)", min=1)] = None,
     array: Annotated[bool, typer.Option(
         "--array/--no-array", help="a --sweep as one job array (default) or one job per point")] = True,
-    preset: Annotated[str | None, typer.Option("--preset", help="named preset of the GPU profile")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="named preset of the GPU profile",
+                                               autocompletion=complete.presets)] = None,
     logs_dir: Annotated[Path, typer.Option("--logs-dir", help="where job folders go")] = Path("logs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the job folder, do not submit")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG")] = False,

@@ -84,10 +84,21 @@ def annotate(summary: dict[str, Any], job_dir: Path | None, *, write: bool = Tru
         from gputrain.backends.slurm_accounting import sacct_usage
 
         usage = sacct_usage(slurm_job_id)
+    wall = _perf(job_dir).get("wall_seconds")
+    if not summary.get("duration_s") and isinstance(wall, (int, float)):
+        # log stamps in whole seconds give 0 for a short run; the time row and the efficiency row must agree
+        summary["duration_s"] = round(float(wall), 1)
     report = efficiency(summary, job_dir, plan, usage)
     if report is not None:
         summary["efficiency"] = report
-    if write and job_dir is not None and (remedy is not None or compared or report) \
+    changed = None
+    if job_dir is not None:
+        from gputrain.doctor.provenance import changed_since_previous
+
+        changed = changed_since_previous(job_dir, plan.recipe.name if plan is not None else None)
+        if changed is not None:
+            summary["changed"] = changed
+    if write and job_dir is not None and (remedy is not None or compared or report or changed) \
             and (job_dir / "summary.json").is_file():
         from gputrain.logs.report import render_text
         from gputrain.logs.summarize import atomic_write

@@ -69,11 +69,14 @@ BUILTIN_CLUSTERS: dict[str, dict[str, Any]] = {
 
 
 def config_path() -> Path:
-    """Where user profiles live: ``$GPUTRAIN_CONFIG`` or ``~/.config/gputrain/clusters.yaml``."""
+    """Where user profiles live: ``$GPUTRAIN_CONFIG`` or ``$XDG_CONFIG_HOME/gputrain/clusters.yaml``
+    (``~/.config/gputrain/clusters.yaml``)."""
     env = os.environ.get("GPUTRAIN_CONFIG")
     if env:
         return Path(env).expanduser()
-    return Path("~/.config/gputrain/clusters.yaml").expanduser()
+    from gputrain.home import config_home
+
+    return config_home() / "clusters.yaml"
 
 
 def _user_profiles() -> dict[str, dict[str, Any]]:

@@ -64,7 +64,7 @@ _EXACT: dict[str, MetricInfo] = {
 
 #: (pattern, info): first match wins. Order matters: specific before generic.
 _PATTERNS: list[tuple[re.Pattern[str], MetricInfo]] = [
-    (re.compile(r"(^|/)rewards?/.*/(std|min|max)$"), MetricInfo(NONE, "reward")),
+    (re.compile(r"(^|/)rewards?/.*/(std|min|max|frac_zero_std)$"), MetricInfo(NONE, "reward")),
     (re.compile(r"(^|/)rewards?/.*(mean|reward)?$"), MetricInfo(HIGHER, "reward")),
     (re.compile(r"(^|/)(score|rewards)/(mean)$|/score/mean$|/rewards/mean$"), MetricInfo(HIGHER, "reward")),
     (re.compile(r"/(score|rewards)/(max|min)$|reward_std|advantages"), MetricInfo(NONE, "reward")),

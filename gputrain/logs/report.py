@@ -43,7 +43,7 @@ def fmt_num(value: float | None) -> str:
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"
-    seconds = int(max(0, seconds))
+    seconds = round(max(0, seconds))  # rounded like the efficiency row's elapsed time, not cut
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
@@ -113,6 +113,11 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("predicted", f"{key} {fmt_num(pair['predicted'])} vs measured {fmt_num(pair['measured'])}"))
     if summary.get("efficiency"):
         rows.append(("efficiency", efficiency_line(summary["efficiency"])))
+    changed = summary.get("changed")
+    if isinstance(changed, dict) and changed.get("since"):
+        diff = changed.get("changes") or []
+        text = ", ".join(str(c) for c in diff) if diff else "no change in versions, commit, CUDA or driver"
+        rows.append(("changed", f"since job {changed['since']}: {text}"))
     if summary.get("sampled"):
         skipped = summary["sampled"]["bytes_skipped"] / 2**20
         rows.append(("note", f"large dense log: sampled ({skipped:,.0f} MiB of metric lines not read); "

@@ -34,8 +34,8 @@ class Location:
     line: int
     column: int
 
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
+    def __str__(self) -> str:  # line 0: no position to show (a --set text is not a file)
+        return f"{self.file}:{self.line}:{self.column}" if self.line else self.file
 
 
 @dataclass
@@ -177,7 +177,7 @@ def parse_overrides(source: RecipeSource, overrides: Iterable[str]) -> list[Over
         key = tuple(part for part in dotted.strip().split("."))
         if not sep or not dotted.strip() or any(not part for part in key):
             raise RecipeError(f"--set {text!r}: expected a.b.c=value")
-        parsed.append((key, _parse_override_value(key, raw, source.data), Location(f"--set {text}", 1, 1)))
+        parsed.append((key, _parse_override_value(key, raw, source.data), Location(f"--set {text}", 0, 0)))
     return parsed
 
 
@@ -332,7 +332,7 @@ def _error_line(error: Any, source: RecipeSource) -> str:
         model, loc = algorithm_model(entry), key[1:]  # "did you mean" among the entrypoint's own fields
     dotted = ".".join(key) or "(recipe)"
     if error["type"] == "extra_forbidden":
-        hint = _did_you_mean(model, loc)
+        hint = _did_you_mean(model, loc, key[:-1])
         message = f"unknown key {dotted!r}{hint}"
     elif error["type"] == "missing":
         message = f"missing required field {dotted!r}"
@@ -344,7 +344,9 @@ def _error_line(error: Any, source: RecipeSource) -> str:
     return f"{source.where(key)}: {message}"
 
 
-def _did_you_mean(model: type[BaseModel], loc: Key) -> str:
+def _did_you_mean(model: type[BaseModel], loc: Key, prefix: Key = ()) -> str:
+    """The closest field name, spelled in full (``train.batch_size``: what ``--set`` takes), else the allowed
+    names."""
     current: Any = model
     for part in loc[:-1]:
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
@@ -355,5 +357,5 @@ def _did_you_mean(model: type[BaseModel], loc: Key) -> str:
         return ""
     close = difflib.get_close_matches(loc[-1], list(current.model_fields), n=1, cutoff=0.6)
     if close:
-        return f"; did you mean {close[0]!r}?"
+        return f"; did you mean {'.'.join((*prefix, close[0]))!r}?"
     return f"; allowed: {', '.join(current.model_fields)}"

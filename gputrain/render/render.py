@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +146,16 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     return env
 
 
+#: Secrets a feature needs, and whether a plan turns that feature on: ``gputrain run`` (launch.sh) does not
+#: warn about a secret its job does not use (a CPU toy run without W&B).
+_SECRET_USERS: dict[str, Callable[[JobPlan], bool]] = {"WANDB_API_KEY": lambda plan: plan.recipe.tracking.wandb}
+
+
+def _secret_used(name: str, plan: JobPlan) -> bool:
+    used = _SECRET_USERS.get(name)
+    return used is None or used(plan)
+
+
 def template_context(plan: JobPlan, job_dir: str | Path | None = None) -> dict[str, Any]:
     """What every template sees. Secrets appear by name only."""
     recipe = plan.recipe
@@ -163,6 +173,7 @@ def template_context(plan: JobPlan, job_dir: str | Path | None = None) -> dict[s
         "world_size": plan.world_size,
         "env": dict(recipe.env),
         "secrets": list(recipe.secrets),
+        "used_secrets": [name for name in recipe.secrets if _secret_used(name, plan)],
         "job_dir": str(job_dir) if job_dir else None,
         "plan_path": plan_path,
         "version": __version__,

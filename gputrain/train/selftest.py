@@ -95,8 +95,9 @@ def main(ctx: RunContext) -> int:
     }
     reports = _gather(ctx, report)
     for r in reports:
-        ctx.print0(f"[selftest] rank {r['rank']}/{r['world_size']} on {r['host']} (slurm node "
-                   f"{r['slurm_node_id']}, pid {r['pid']}, {r['device']})")
+        node = f"slurm node {r['slurm_node_id']}, " if r["slurm_node_id"] is not None else ""  # not under Slurm
+        ctx.print0(f"[selftest] rank {r['rank']}/{r['world_size']} on {r['host']} ({node}pid {r['pid']}, "
+                   f"{r['device']})")
     check_all_reduce(ctx)
     ctx.print0(f"[selftest] all-reduce correct on {ctx.world_size} rank(s)")
     bw = bandwidth(ctx, list(algo.sizes_mib), algo.iterations)

@@ -59,3 +59,13 @@ def test_a_failed_job_exits_1_and_names_its_own_exit_code(tmp_path: Path) -> Non
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: job local-1 FAILED (exit code 1)"), proc.stderr[-2000:]
     assert "selftest failing on purpose" in proc.stdout  # the training's own output stays on stdout
+
+
+@pytest.mark.slow
+def test_selftest_outside_slurm_does_not_print_a_slurm_node(tmp_path: Path) -> None:
+    """#31: "slurm node None" on every CPU hello world."""
+    proc = subprocess.run([*gputrain_command(), "run", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--gpus", "1",
+                           "--logs-dir", str(tmp_path / "logs")], capture_output=True, text=True,
+                          env={k: v for k, v in _env(tmp_path).items() if not k.startswith("SLURM_")}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[selftest] rank 0/1 on " in proc.stdout and "slurm node" not in proc.stdout

@@ -49,6 +49,7 @@ def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path)
     assert job_dir.name.startswith("gnn_coloring_job_local-1_")
     for name in (
         "plan.json",
+        "provenance.json",
         "recipe.resolved.yaml",
         "launch.sh",
         "training_output.log",

@@ -48,7 +48,7 @@ USER_ERRORS = [
     ("unknown recipe file", ["plan", str(RECIPES / "gnn_colorng.yaml"), "--gpu", "cpu"], {},
      f"did you mean {RECIPES / 'gnn_coloring.yaml'}?"),
     ("unknown GPU", ["plan", SELFTEST, "--gpu", "A100-40"], {}, "did you mean A100-40GB"),
-    ("unknown GPU, nothing near", ["plan", SELFTEST, "--gpu", "Z9000"], {}, "known: cpu, V100-16GB"),
+    ("unknown GPU, nothing near", ["plan", SELFTEST, "--gpu", "Z9999"], {}, "known: cpu, V100-16GB"),
     ("unknown cluster", ["plan", SELFTEST, "--cluster", "supercloudd"], {}, "did you mean supercloud?"),
     ("unknown cluster, nothing near", ["submit", SELFTEST, "--cluster", "nope", "--dry-run"], {},
      "known: supercloud, testbed"),

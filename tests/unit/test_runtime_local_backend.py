@@ -30,6 +30,7 @@ def test_prepare_writes_job_folder_and_pending_record(tmp_path: Path) -> None:
         "checkpoints",
         "launch.sh",
         "plan.json",
+        "provenance.json",
         "recipe.resolved.yaml",
     ]
     plan = load_job_plan(sub.job_dir / "plan.json")

@@ -33,6 +33,7 @@ from gputrain.train.runtime import perf
 from gputrain.train.runtime.checkpoint import CheckpointManager, checkpoint_stage
 from gputrain.train.runtime.metrics import Metrics
 from gputrain.train.runtime.precision import Precision, make_precision, maybe_compile
+from gputrain.train.runtime.provenance import record_runtime
 from gputrain.train.runtime.signals import PREEMPTED_FILE, REQUEUE_EXIT_CODE, PreemptionFlag
 
 AlgorithmT = TypeVar("AlgorithmT", bound=BaseModel)
@@ -274,6 +275,7 @@ def setup_run(argv: Sequence[str] | None = None) -> RunContext:
     seed_everything(train.seed)
     if info.rank == 0:
         job_dir.mkdir(parents=True, exist_ok=True)
+        record_runtime(job_dir, info.device)
     rdist.barrier()
     precision = make_precision(plan.precision, info.device)
     requested_attention = plan.attention
