@@ -30,7 +30,7 @@ def test_validate_lists_every_error_and_json_gives_them(tmp_path: Path) -> None:
     text = _cli(tmp_path, "validate", "bad.yaml")
     assert text.returncode == 2 and "Traceback" not in text.stderr
     lines = text.stderr.splitlines()
-    assert any("bad.yaml:4:" in line and "'train.max_stepz'; did you mean 'max_steps'?" in line for line in lines)
+    assert any("bad.yaml:4:" in line and "'train.max_stepz'; did you mean 'train.max_steps'?" in line for line in lines)
     assert any("bad.yaml:6:1: unknown key 'bogus'" in line for line in lines)
     rows = json.loads(_cli(tmp_path, "validate", "bad.yaml", "selftest", "--json").stdout)
     assert [(r["recipe"], r["ok"]) for r in rows] == [("bad.yaml", False), ("selftest", True)]
