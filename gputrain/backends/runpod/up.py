@@ -39,6 +39,7 @@ from gputrain.backends.runpod.remote import DETACH_SCRIPT, STATE
 from gputrain.backends.runpod.session import Outcome, PodRun, PodStartFailed, RunSettings
 from gputrain.backends.runpod.ssh import PodShell, ensure_key
 from gputrain.errors import RunPodError, RunPodUsageError
+from gputrain.recipe.schema import GENERATED_DATA_ONLY
 
 
 def forwarded_secrets(requested: list[str]) -> list[str]:
@@ -134,7 +135,11 @@ class Up:
             if opts.data is not None:
                 if not opts.data.exists():
                     raise RunPodUsageError(f"--data {opts.data}: no such file or folder")
-                overrides.append(f"data.source={remote}/data/{opts.data.resolve().name}")
+                if first.recipe.entrypoint in GENERATED_DATA_ONLY:  # it reads no data.source: say so, not refuse
+                    self.say(f"--data {opts.data}: uploaded to {remote}/data/, but {first.recipe.entrypoint} "
+                             "generates its own data and does not read it")
+                else:
+                    overrides.append(f"data.source={remote}/data/{opts.data.resolve().name}")
             plan = make_plan(opts.recipe_path, gpu=opts.gpu, gpus_per_node=opts.gpus, nodes=1,
                              overrides=overrides, target="docker") if opts.data is not None else first
             files = render_bundle(plan)
