@@ -226,6 +226,13 @@ class RunContext:
             self.print0(f"[runtime] preempted at step {step} ({info['signal']}): checkpoint saved in "
                         f"{seconds:.1f}s, exit 75")
         self.close()
+        # torchrun terminates the other workers as soon as one exits non-zero. Every rank leaves close()'s
+        # final barrier together; leaving straight from there (checkpoint and files already on disk), without
+        # the interpreter's slow teardown, keeps a loaded node from killing a peer mid-exit.
+        if self.world_size > 1:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(REQUEUE_EXIT_CODE)
         sys.exit(REQUEUE_EXIT_CODE)
 
     def write_json(self, name: str, obj: Any) -> Path:
