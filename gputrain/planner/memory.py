@@ -36,7 +36,7 @@ GIB = physics.GIB
 
 
 def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
-    if recipe.entrypoint in ("bd3lm", "hdp"):
+    if entrypoint_of(recipe.entrypoint).workload == "diffusion":
         from gputrain.planner.memory_diffusion import diffusion_memory_terms
 
         return diffusion_memory_terms(recipe, hw)

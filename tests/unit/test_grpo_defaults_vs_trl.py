@@ -42,11 +42,17 @@ SAME_SETTING = {
     "kl_ratio_correction": "use_bias_correction_kl",
     "entropy_coeff": "entropy_coef",
     "vllm_sleep_mode": "vllm_enable_sleep_mode",
+    "vllm_mode": "vllm_mode",
+    "vllm_tensor_parallel_size": "vllm_tensor_parallel_size",
 }
 #: our fields TRL has no counterpart for (or sets elsewhere), each with why
 OURS_ONLY = {
     "max_prompt_length": "TRL 1.16 dropped it; we cut prompts so the planner can size memory",
     "rollout_engine": "TRL's use_vllm + vllm_mode; ours picks by what the node has",
+    "rollout_gpus": "server mode's GPUs inside the job (TRL starts `trl vllm-serve` separately); plan-only",
+    "off_policy_steps": "one-step off-policy overlap (verl/NeMo RL async); TRL has no such setting; plan-only",
+    "sequence_packing": "how the planner prices log-prob/update passes (TRL: padding_free); plan-only until a "
+                        "trainer packs",
     "prompt_format": "TRL reads conversational datasets; ours wraps plain prompts",
     "system_prompt": "as above",
     "train_batch_size": "verl's batch vocabulary (TRL: generation_batch_size from per-device batches)",

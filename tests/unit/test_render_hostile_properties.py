@@ -194,7 +194,9 @@ def test_hostile_recipe_values_never_run(tmp_path: Path, data: st.DataObject) ->
 
 
 #: Fields that take any single-line text: the payload must reach the scripts (quoted) and stay inert.
-FREE_TEXT = [("env", "RECIPE_HOSTILE"), ("model", "name"), ("model", "size"), ("data", "source"), ("data", "split"),
+#: (``data.source`` is not one for the base recipe: selftest generates its data and refuses any other source,
+#: tests/unit/test_data_source_honoured.py.)
+FREE_TEXT = [("env", "RECIPE_HOSTILE"), ("model", "name"), ("model", "size"), ("data", "split"),
              ("tracking", "project"), ("description",)]
 
 
