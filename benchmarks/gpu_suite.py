@@ -101,6 +101,10 @@ class Suite:
             env["HF_HOME"] = str((self.bundle / "hf").resolve())
         return env
 
+    def catalog_gpu(self) -> str:
+        """The catalog name of the card step_env found (runs plan and resolve for the card they run on)."""
+        return "H100" if "H100" in self.device else "H200"
+
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
@@ -318,7 +322,7 @@ def gputrain_run(s: Suite, key: str, recipe: str, sets: list[str], cap: float, p
                  mem_gib: float | None = None) -> None:
     logs = s.work / f"logs_{key}"
     memfile = s.work / f"mem_{key}.jsonl"
-    gpu = ["--gpu", "H200", "--gpus", "1"] if s.gpu else ["--gpu", "cpu", "--gpus", "1"]
+    gpu = ["--gpu", s.catalog_gpu(), "--gpus", "1"] if s.gpu else ["--gpu", "cpu", "--gpus", "1"]
     cmd = [s.py, "-m", "gputrain", "run", f"recipes/{recipe}", *gpu, "--logs-dir", str(logs)]
     if preset and s.gpu:
         cmd += ["--preset", preset]

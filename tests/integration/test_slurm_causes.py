@@ -96,6 +96,19 @@ def restarts(job_id: str) -> int:
     return int(out.split("Restarts=")[1].split()[0])
 
 
+def node_failures(log: str) -> int:
+    """Restarts Slurm itself made: a testbed slurmd slow to answer under load is marked failed, the job is
+    cancelled "DUE TO NODE FAILURE" and requeued by Slurm (seen once in CI at 2 cores). Such a restart is
+    Slurm's, not the cause under test, and the log names it; the cause's own requeue is still counted."""
+    return log.count("DUE TO NODE FAILURE")
+
+
+def assert_completed_after_one_requeue(info: dict[str, Any], log: str) -> None:
+    """COMPLETED, with exactly one restart from the cause under test (plus any the log shows Slurm made)."""
+    assert info["state"] == "COMPLETED" and info["restarts"] == 1 + node_failures(log), log
+    assert log.count(": requeueing (restart ") == 1, log  # the job script requeued once, for that cause
+
+
 def release_requeued(cwd: Path, job_id: str) -> dict[str, Any]:
     """A requeued job waits ~2 min on BeginTime; let it start now (the testbed's only shortcut)."""
     wait_for(cwd, job_id, {"REQUEUED", "PENDING"}, timeout=120)
@@ -128,7 +141,7 @@ def test_gputrain_cancel_requeue_checkpoints_requeues_and_completes(profiles: Pa
     assert "requeue" in out
     info = release_requeued(profiles, job_id)
     log = (job_dir / "training_output.log").read_text()
-    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    assert_completed_after_one_requeue(info, log)
     assert "requested: requeueing (restart 1" in log
     request = json.loads((job_dir / "STOP_REQUEST.restart-1").read_text())
     assert request["cause"] == "requested"
@@ -147,7 +160,7 @@ def test_usr2_preemption_requeues_and_resumes(profiles: Path) -> None:
     subprocess.run(["scancel", "--signal=USR2", "--batch", "--", job_id], check=True)
     info = release_requeued(profiles, job_id)
     log = (job_dir / "training_output.log").read_text()
-    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    assert_completed_after_one_requeue(info, log)
     assert "preemption: requeueing (restart 1; 1 of 3 for preemption)" in log
     preempted = json.loads((job_dir / "PREEMPTED.restart-1").read_text())
     assert preempted["signal"] == "SIGUSR2" and preempted["cause"] == "preemption"
@@ -195,7 +208,7 @@ def test_two_node_preemption_during_a_large_checkpoint_resumes_and_completes(pro
     subprocess.run(["scancel", "--signal=USR1", "--batch", "--", job_id], check=True)
     info = release_requeued(profiles, job_id)
     log = (job_dir / "training_output.log").read_text()
-    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    assert_completed_after_one_requeue(info, log)
     preempted = json.loads((job_dir / "PREEMPTED.restart-1").read_text())
     result = json.loads((job_dir / "result.json").read_text())
     assert result["resumed_from_step"] == preempted["step"] and result["slurm_node_ids"] == ["0", "1"]
@@ -214,7 +227,7 @@ def test_signal_before_the_workers_have_handlers_is_deferred(profiles: Path) -> 
     subprocess.run(["scancel", "--full", "--signal=USR1", "--", job_id], check=True)
     info = release_requeued(profiles, job_id)
     log = (job_dir / "training_output.log").read_text()
-    assert info["state"] == "COMPLETED" and info["restarts"] == 1, log
+    assert_completed_after_one_requeue(info, log)
     assert _worker_exit_codes(log) <= {"75"} and "User defined signal" not in log, log
     assert json.loads((job_dir / "PREEMPTED.restart-1").read_text())["cause"] == "preemption"
 
