@@ -32,13 +32,35 @@ class FieldRow:
     nodes: int
     measured: float
     sets: list[str]
+    source: str = ""
+    measured_memory_gib: float | None = None
+    measured_phases: dict[str, float] | None = None
     predicted: float | None = None
+    phases: dict[str, float] | None = None
     memory_gib: float | None = None
     refused: str = ""
 
     @property
     def ratio(self) -> float | None:
         return self.predicted / self.measured if self.predicted else None
+
+    @property
+    def memory_ratio(self) -> float | None:
+        return self.memory_gib / self.measured_memory_gib if self.memory_gib and self.measured_memory_gib else None
+
+    @property
+    def framework(self) -> str:
+        return self.source.split(" v", 1)[0].split(" (", 1)[0] if self.source else self.id.split("-", 1)[0]
+
+
+@dataclass
+class Unplanned:
+    """A published step time the planner cannot take without guessing an input its source does not give."""
+
+    id: str
+    url: str
+    quote: str
+    missing: str
 
 
 def _flat(items: Any) -> list[str]:
@@ -50,9 +72,16 @@ def _flat(items: Any) -> list[str]:
 def load() -> tuple[list[FieldRow], float]:
     raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
     rows = [FieldRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
-                     nodes=int(r.get("nodes", 1)), measured=float(r["measured_step_s"]), sets=_flat(r["sets"]))
+                     nodes=int(r.get("nodes", 1)), measured=float(r["measured_step_s"]), sets=_flat(r["sets"]),
+                     source=r.get("source", ""), measured_memory_gib=r.get("measured_memory_gib"),
+                     measured_phases=r.get("measured_phases"))
             for r in raw["runs"]]
     return rows, float(raw.get("floor_within_2x", 0.0))
+
+
+def unplanned() -> list[Unplanned]:
+    raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    return [Unplanned(**r) for r in raw.get("unplanned", [])]
 
 
 def plan_rows(rows: list[FieldRow]) -> list[FieldRow]:
@@ -67,16 +96,42 @@ def plan_rows(rows: list[FieldRow]) -> list[FieldRow]:
             continue
         row.predicted = plan.estimate.step_seconds
         row.memory_gib = plan.estimate.memory_gib_per_gpu
+        row.phases = dict(plan.estimate.phases)
     return rows
 
 
 def summary(rows: list[FieldRow]) -> dict[str, float]:
     ratios = [r.ratio for r in rows if r.ratio]
     spread = [max(x, 1 / x) for x in ratios]
+    memory = [r.memory_ratio for r in rows if r.memory_ratio]
     return {"rows": len(rows), "refused": sum(1 for r in rows if r.refused),
             "within_2x": sum(1 for x in spread if x <= 2) / len(rows) if rows else 0.0,
             "median_ratio": statistics.median(ratios) if ratios else 0.0,
-            "worst_ratio": max(ratios, key=lambda x: max(x, 1 / x)) if ratios else 0.0}
+            "worst_ratio": max(ratios, key=lambda x: max(x, 1 / x)) if ratios else 0.0,
+            "memory_rows": len(memory),
+            "memory_within_1_5x": sum(1 for x in memory if max(x, 1 / x) <= 1.5) / len(memory) if memory else 1.0}
+
+
+def _cell(quote: str) -> str:
+    """A quoted table row inside a markdown table cell: its pipes escaped."""
+    return quote.replace("|", "\\|")
+
+
+def _phase_lines(rows: list[FieldRow]) -> list[str]:
+    """Published phase times against the predicted ones, where the source prints a breakdown."""
+    shown = [r for r in rows if r.measured_phases and r.phases]
+    if not shown:
+        return []
+    lines = ["", "## Phases, where the source prints them (published / predicted seconds)", "",
+             "| run | update | weight sync | rollout | log-probs |", "|---|---|---|---|---|"]
+    for r in shown:
+        assert r.measured_phases is not None and r.phases is not None
+        cells = []
+        for name in ("update", "sync", "rollout", "logprob"):
+            pred = r.phases.get(name, 0.0) + (r.phases.get("host_copies", 0.0) if name == "sync" else 0.0)
+            cells.append(f"{r.measured_phases.get(name, 0):g} / {pred:.0f}")
+        lines.append(f"| {r.id} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown(rows: list[FieldRow]) -> str:
@@ -86,16 +141,42 @@ def markdown(rows: list[FieldRow]) -> str:
              "`--set` lines over `recipes/grpo_math_fsdp.yaml`); checked in CI by `tests/unit/test_planner_field.py`. "
              "Ratio = predicted / published step time.", "",
              f"**{s['rows']} runs: {s['within_2x']:.0%} within 2×, median ratio {s['median_ratio']:.2f}, worst "
-             f"{s['worst_ratio']:.2f}, {s['refused']} refused.**", "",
-             "| run | GPUs | published step | predicted step | ratio | predicted GiB/GPU | source (quoted) |",
-             "|---|---|---|---|---|---|---|"]
+             f"{s['worst_ratio']:.2f}, {s['refused']} refused; "
+             + (f"memory published for {s['memory_rows']} ({s['memory_within_1_5x']:.0%} within 1.5×)"
+                if s["memory_rows"] else "no source publishes memory per GPU") + ".**", "",
+             "| run | framework | GPUs | published step | predicted step | ratio | predicted GiB/GPU "
+             "| source (quoted) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pred = "REFUSED: " + r.refused if r.refused else f"{r.predicted:.0f} s"
         ratio = f"{r.ratio:.2f}" if r.ratio else "-"
         mem = f"{r.memory_gib:.0f}" if r.memory_gib else "-"
-        lines.append(f"| {r.id} | {r.nodes}×{r.gpus} {r.gpu} | {r.measured:g} s | {pred} | {ratio} | {mem} | "
-                     f"[{r.url.rsplit('/', 3)[-3]}]({r.url}): `{r.quote}` |")
+        if r.measured_memory_gib:
+            mem += f" (published {r.measured_memory_gib:g})"
+        lines.append(f"| {r.id} | {r.framework} | {r.nodes}×{r.gpus} {r.gpu} | {r.measured:g} s | {pred} | {ratio} | "
+                     f"{mem} | [source]({r.url}): `{_cell(r.quote)}` |")
+    lines += _phase_lines(rows)
+    skipped = unplanned()
+    if skipped:
+        lines += ["", "## Published but not planned (an input the source does not give)", "",
+                  "| run | missing | source (quoted) |", "|---|---|---|"]
+        lines += [f"| {u.id} | {u.missing} | [source]({u.url}): `{_cell(u.quote)}` |" for u in skipped]
+    lines += ["", NOTES]
     return "\n".join(lines) + "\n"
+
+
+NOTES = """## Reading the table
+
+- Every row is a configuration the source states, at the commit or page linked; where the source leaves a
+  value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
+- TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots) publish no
+  per-step time of a GRPO run with its configuration; OpenRLHF's older README timed PPO with a critic and a
+  reward model, a workload this schema does not express. No row is made up for them.
+- Mixture-of-experts rows (Qwen3-30B-A3B) are the misses: where NeMo RL prints phases, policy training took
+  50 s against 9 s predicted and log-probs 23 s against 6 s, while the dense Qwen3-32B's phases land within
+  15 %. The planner prices MoE compute from the active parameters at the dense efficiency; what Megatron's
+  MoE path spends beyond that (token dispatch, permutation, per-expert GEMMs, routing imbalance without an
+  auxiliary loss) is not derived yet, and no factor is fitted to these rows in its place."""
 
 
 def main() -> int:

@@ -35,14 +35,17 @@ LAYER_BYTES_H, LAYER_BYTES_KV, LAYER_BYTES_I = 32.0, 4.0, 8.0
 
 
 def mlp_width(model: ModelSpec) -> float:
-    """The MLP width ``i`` from the parameter count (q, o: h²; k, v: h²·kv/heads; gate, up, down: 3·h·i)."""
+    """The MLP width ``i`` from the parameter count (q, o: h·heads·d; k, v: h·kv_heads·d, d the head width;
+    gate, up, down: 3·h·i); a mixture of experts counts the experts a token is routed to (active parameters)."""
     h, layers = model.hidden_size or 0, model.num_layers or 0
     if not h or not layers:
         return 0.0
     heads = model.num_heads or max(1, h // 64)
-    kv = (model.num_kv_heads or heads) / heads
-    per_layer = (physics.params_of(model) - (model.vocab_size or 0) * h) / layers
-    return max(float(h), (per_layer - 2 * h * h * (1 + kv)) / (3 * h))
+    width = physics.head_width(model)
+    attention = 2 * h * width * (heads + (model.num_kv_heads or heads))  # q, o and k, v projections
+    # mixture-of-experts: a token's activations come from the experts it is routed to (active parameters)
+    per_layer = ((model.active_params or physics.params_of(model)) - (model.vocab_size or 0) * h) / layers
+    return max(float(h), (per_layer - attention) / (3 * h))
 
 
 def decoder_activation_bytes(model: ModelSpec, tokens: float, checkpointing: bool) -> float:
@@ -81,9 +84,9 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                            "train.batch_size", phase="train",
                            note=f"full-size gradients while accumulating {s.micro_per_update} micro-batches "
                            "(FSDP2 with sync off, as the trainer runs it)"))
-    if algo.beta > 0 and params:
+    if algo.beta > 0 and params and not recipe.memory.reference_on_host:
         terms.append(_term("reference_model", params * half / lay.weights_shard / lay.model_parallel,
-                           "algorithm.beta=0", note="frozen reference in the compute dtype"))
+                           "memory.reference_on_host=true", note="frozen reference in the compute dtype"))
     if s.engine == "vllm" and not hw.gpu.is_cpu:
         if algo.vllm_mode == "server":
             return terms  # vLLM runs on its own GPUs: nothing of it on a training GPU
@@ -103,3 +106,27 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
             terms.append(_term("unsharded_weights", half * params, "algorithm.rollout_engine=vllm", phase="rollout",
                                note="FSDP2 gathers the full compute-dtype weights for HF generate"))
     return terms
+
+
+#: model states the trainer can move to the host while a colocated engine generates
+MODEL_STATES = frozenset({"weights", "master_weights", "optimizer", "gradients", "frozen_weights",
+                          "autocast_weights"})
+
+
+def rollout_offload(recipe: Recipe, hw: Hardware, terms: list[MemoryTerm]) -> list[MemoryTerm]:
+    """``memory.offload_during_rollout`` with colocated vLLM: the model states leave the GPU while vLLM
+    generates (NeMo RL's Megatron worker moves gradients and optimizer in ``offload_before_refit``, the
+    weights in ``offload_after_refit``, and all back in ``prepare_for_training``), so they count in the
+    training phase only, not on top of vLLM's share."""
+    algo = recipe.algorithm
+    if (not recipe.memory.offload_during_rollout or not isinstance(algo, GRPOAlgorithm) or hw.gpu.is_cpu
+            or rl_shape(recipe, hw).engine != "vllm" or algo.vllm_mode == "server"):
+        return terms
+    return [t.model_copy(update={"phase": "train", "note": t.note + "; on the host while vLLM generates"})
+            if t.name in MODEL_STATES and t.phase == "persistent" else t for t in terms]
+
+
+def offloaded_bytes(recipe: Recipe, hw: Hardware, terms: list[MemoryTerm]) -> float:
+    """Bytes per GPU that ``rollout_offload`` moves to the host (and back) every step."""
+    moved = rollout_offload(recipe, hw, terms)
+    return sum(t.gib for t, m in zip(terms, moved, strict=True) if t.phase != m.phase) * physics.GIB

@@ -34,6 +34,14 @@ def _term(name: str, nbytes: float, knob: str = "", *, phase: str = "persistent"
                       scales_with_batch=batch, note=note, basis=chosen)  # type: ignore[arg-type]
 
 
+def grad_bytes(recipe: Recipe, hw: Hardware) -> int:
+    """Bytes of one gradient: fp32, or the compute dtype under a distributed optimizer that reduces in it
+    (``distributed.grads_in_fp32: false``, Megatron's ``grad_reduce_in_fp32: false``)."""
+    if recipe.distributed.sharding != "auto" and not recipe.distributed.grads_in_fp32:
+        return physics.half_bytes(hw.precision)
+    return 4
+
+
 def state_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout) -> list[MemoryTerm]:
     half = physics.half_bytes(hw.precision)
     mp = lay.model_parallel
@@ -50,8 +58,9 @@ def state_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout) -> lis
                   _term("master_weights", 4 * trainable / lay.optimizer_shard, note="fp32 master weights, sharded "
                         "with the optimizer"),
                   _term("optimizer", 8 * trainable / lay.optimizer_shard, note="AdamW moments, fp32, sharded"),
-                  _term("gradients", 4 * trainable / lay.grads_shard, "distributed.sharding=zero2",
-                        note="fp32 gradients" + (", reduce-scattered per micro-batch" if lay.grads_shard > 1 else ""))]
+                  _term("gradients", grad_bytes(recipe, hw) * trainable / lay.grads_shard, "distributed.sharding=zero2",
+                        note=("fp32" if recipe.distributed.grads_in_fp32 else "compute-dtype") + " gradients"
+                        + (", reduce-scattered per micro-batch" if lay.grads_shard > 1 else ""))]
         return terms
     if lay.offload:
         terms.append(_term("weights", half * trainable / lay.weights_shard, note="compute-dtype weights on the "

@@ -73,10 +73,24 @@ def params_of(model: ModelSpec) -> float:
     return 0.0
 
 
+def head_width(model: ModelSpec) -> float:
+    """Width of one attention head: ``model.head_dim`` where the config states it (Qwen3's 128 is wider than
+    ``hidden_size / num_heads``), else ``hidden_size / num_heads`` as transformers derives it."""
+    h = model.hidden_size or 0
+    heads = model.num_heads or max(1, h // 64)
+    return float(model.head_dim) if model.head_dim else h / heads
+
+
+def attention_width(model: ModelSpec) -> float:
+    """Width of the query projection, ``num_heads · head_dim``: what the score and value products run over."""
+    return (model.num_heads or max(1, (model.hidden_size or 0) // 64)) * head_width(model)
+
+
 def forward_flops_per_token(model: ModelSpec, context: float) -> float:
     """Forward FLOPs of one token that attends to ``context`` tokens (mixture-of-experts: the parameters
-    active per token, ``model.active_params``)."""
-    attn = 4 * (model.num_layers or 0) * (model.hidden_size or 0) * context
+    active per token, ``model.active_params``); the scores and the weighted values are ``2 · 2 · context``
+    FLOPs per query channel (``attention_width``)."""
+    attn = 4 * (model.num_layers or 0) * attention_width(model) * context
     return 2 * (model.active_params or params_of(model)) + attn
 
 
@@ -90,7 +104,7 @@ def kv_bytes_per_token(model: ModelSpec, precision: str) -> float:
     h = model.hidden_size or 0
     heads = model.num_heads or max(1, h // 64)
     kv_heads = model.num_kv_heads or heads
-    return 2 * (model.num_layers or 0) * kv_heads * (h / heads) * half_bytes(precision)
+    return 2 * (model.num_layers or 0) * kv_heads * head_width(model) * half_bytes(precision)
 
 
 def activation_bytes(model: ModelSpec, tokens: float, batch: float, precision: str, checkpointing: bool,

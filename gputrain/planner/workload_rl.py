@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from gputrain.errors import PlanError
 from gputrain.planner import physics
+from gputrain.planner.memory_terms import grad_bytes
 from gputrain.planner.parallel import layout, rollout_gpus
 from gputrain.planner.vllm_fit import MAX_WAVES, check_share, kv_cache_bytes
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
@@ -48,6 +49,8 @@ SYNC_TENSOR_SECONDS = 5e-5
 TP_ALLREDUCE_SECONDS = 1e-5
 #: gloo over loopback on one machine, bytes/s (CPU runs)
 LOOPBACK_BYTES_PER_S = 2e9
+#: pinned host <-> device copies (PCIe 5 x16: 64 GB/s a direction at peak), bytes/s: assumed, not measured here
+HOST_COPY_BYTES_PER_S = 2.5e10
 
 
 @dataclass(frozen=True)
@@ -243,12 +246,32 @@ def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: 
     ring = (lay.dp - 1) / lay.dp if lay.dp > 1 else 0.0
     half = physics.half_bytes(hw.precision)
     if lay.sharded:  # all-gather half weights forward and backward per micro-batch, reduce-scatter grads
-        grads = (micro_steps if not lay.full_grads_while_accumulating else updates) * 4 * trainable
+        grads = (micro_steps if not lay.full_grads_while_accumulating else updates) * grad_bytes(recipe, hw) * trainable
         comm = ring * (micro_steps * 2 * params / lay.model_parallel * half + grads) / link
     else:
-        comm = updates * 2 * ring * 4 * trainable / link
+        comm = updates * 2 * ring * grad_bytes(recipe, hw) * trainable / link
     out.phases["update"] = flops / (hw.peak * efficiency(recipe)) + host + optimizer + comm
     out.compute_seconds += flops / (hw.peak * efficiency(recipe))
+
+
+def _host_copies(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, out: StepModel) -> None:
+    """Per-step host traffic of ``memory.offload_during_rollout`` (the model states out and back) and of
+    ``memory.reference_on_host`` (the reference weights in, the policy's saved and restored)."""
+    if hw.gpu.is_cpu:
+        return
+    from gputrain.planner.memory import memory_terms  # memory imports this module
+    from gputrain.planner.memory_rl import offloaded_bytes
+
+    moved = 2 * offloaded_bytes(recipe, hw, memory_terms(recipe, hw))
+    if algo.beta > 0 and recipe.memory.reference_on_host:
+        lay = layout(recipe, hw.world)
+        moved += 3 * physics.params_of(recipe.model) * physics.half_bytes(hw.precision) / (
+            lay.weights_shard * lay.model_parallel)
+    if moved:
+        out.phases["host_copies"] = moved / HOST_COPY_BYTES_PER_S
+        out.assumptions.append(f"host copies: {moved / physics.GIB:.1f} GiB per GPU per step at "
+                               f"{HOST_COPY_BYTES_PER_S / 1e9:g} GB/s (memory.offload_during_rollout, "
+                               "memory.reference_on_host)")
 
 
 def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape, out: StepModel) -> None:
@@ -296,6 +319,7 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         out.compute_seconds += flops / (hw.peak * efficiency(recipe))
         out.flops += flops * hw.world
     _update(recipe, hw, s, algo, out)
+    _host_copies(recipe, hw, algo, out)
     if entrypoint_of(recipe.entrypoint).code_reward:
         workers = algo.sandbox_workers or recipe.resources.cpus_per_gpu
         out.phases["reward"] = math.ceil(s.seqs / workers) * SANDBOX_PROGRAM_SECONDS

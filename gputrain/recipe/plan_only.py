@@ -24,11 +24,14 @@ PLAN_ONLY: tuple[tuple[str, Callable[[Recipe], bool]], ...] = (
     ("distributed.pipeline_parallel", lambda r: r.distributed.pipeline_parallel > 1),
     ("distributed.expert_parallel", lambda r: r.distributed.expert_parallel > 1),
     ("distributed.cpu_offload", lambda r: r.distributed.cpu_offload),
+    ("distributed.grads_in_fp32", lambda r: not r.distributed.grads_in_fp32),
     ("model.lora_rank", lambda r: r.model.lora_rank is not None),
     ("algorithm.vllm_mode", lambda r: (a := _algo(r)) is not None and a.vllm_mode != "colocate"),
     ("algorithm.vllm_tensor_parallel_size", lambda r: (a := _algo(r)) is not None and a.vllm_tensor_parallel_size > 1),
     ("algorithm.off_policy_steps", lambda r: (a := _algo(r)) is not None and a.off_policy_steps > 0),
     ("algorithm.sequence_packing", lambda r: (a := _algo(r)) is not None and a.sequence_packing),
+    ("memory.offload_during_rollout", lambda r: r.memory.offload_during_rollout),
+    ("memory.reference_on_host", lambda r: r.memory.reference_on_host),
 )
 
 

@@ -51,6 +51,9 @@ class ModelSpec(Strict):
     num_layers: int | None = Field(default=None, gt=0)
     num_heads: int | None = Field(default=None, gt=0)
     num_kv_heads: int | None = Field(default=None, gt=0, description="key/value heads (GQA); default num_heads")
+    head_dim: int | None = Field(default=None, gt=0, description="width of one attention head (the model config's "
+                                 "head_dim; Qwen3: 128, wider than hidden_size / num_heads); default "
+                                 "hidden_size / num_heads")
     vocab_size: int | None = Field(default=None, gt=0)
     seq_len: int | None = Field(default=None, gt=0, description="tokens per sample")
     active_params: float | None = Field(
@@ -107,6 +110,13 @@ class MemorySpec(Strict):
     vllm_gpu_memory_utilization: float | None = Field(
         default=None, gt=0, le=1, description="share of GPU memory vLLM may take (null: no vLLM)"
     )
+    offload_during_rollout: bool = Field(
+        default=False, description="RL, colocated vLLM: the trainer moves its weights, gradients and optimizer "
+        "states to the host while vLLM generates and back before the update (NeMo RL's Megatron worker, "
+        "offload_before_refit / offload_after_refit); plan-only")
+    reference_on_host: bool = Field(
+        default=False, description="RL, beta > 0: the frozen reference weights live in pinned host memory and "
+        "are swapped into the policy for their log-prob pass (NeMo RL's reference state dict); plan-only")
 
 
 class DistributedSpec(Strict):
@@ -121,6 +131,9 @@ class DistributedSpec(Strict):
     expert_parallel: int = Field(default=1, gt=0, description="mixture-of-experts: experts split over this many "
                                  "ranks (plan-only)")
     cpu_offload: bool = Field(default=False, description="fp32 weights and optimizer on the host (plan-only)")
+    grads_in_fp32: bool = Field(default=True, description="false: gradients accumulate and reduce in the compute "
+                                "dtype (Megatron's grad_reduce_in_fp32: false; with distributed.sharding zero1/2/3) "
+                                "(plan-only)")
 
 
 class ResourcesSpec(Strict):

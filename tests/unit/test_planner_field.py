@@ -22,7 +22,7 @@ def _field() -> ModuleType:
 def test_published_runs_are_planned_not_refused_and_stay_within_2x() -> None:
     field = _field()
     rows, floor = field.load()
-    assert len(rows) >= 6 and floor >= 0.8
+    assert len(rows) >= 15 and floor >= 0.75
     for row in rows:  # each row cites where its figure comes from, and quotes it
         assert row.url.startswith("https://") and f"{row.measured:g}" in row.quote, row.id
     planned = field.plan_rows(rows)
@@ -30,6 +30,7 @@ def test_published_runs_are_planned_not_refused_and_stay_within_2x() -> None:
     assert not refused, refused
     stats = field.summary(planned)
     assert stats["within_2x"] >= floor, stats
+    assert stats["memory_within_1_5x"] >= 0.8, stats  # where a source publishes memory per GPU
 
 
 def test_the_table_in_the_repository_was_written_from_the_data() -> None:
@@ -38,3 +39,5 @@ def test_the_table_in_the_repository_was_written_from_the_data() -> None:
     text = (ROOT / "benchmarks" / "planner_field.md").read_text(encoding="utf-8")
     for row in rows:
         assert row.id in text and row.url in text
+    for skipped in field.unplanned():  # published figures left out say what their source does not give
+        assert skipped.id in text and skipped.missing.split(" (")[0] in text

@@ -1,0 +1,67 @@
+"""Planner terms the field's published runs exposed (#28): each from the code of the framework that ran them.
+
+- Qwen3's attention heads are 128 wide, wider than ``hidden_size / num_heads`` (transformers reads the config's
+  ``head_dim``): the KV cache and the score FLOPs follow the real width.
+- A mixture-of-experts token's activations come from the experts it is routed to (active parameters).
+- NeMo RL's colocated Megatron worker moves weights, gradients and optimizer to the host while vLLM
+  generates, keeps the reference weights in pinned host memory, and reduces gradients in bf16
+  (``grad_reduce_in_fp32: false``): a plan that ignores these refuses a run that really ran.
+- Each of these settings is plan-only: ``gputrain run`` refuses it by name.
+"""
+
+from __future__ import annotations
+
+from gputrain.planner import make_plan, physics
+from gputrain.planner.memory_rl import mlp_width
+from gputrain.recipe.plan_only import plan_only_fields
+from gputrain.recipe.schema import ModelSpec
+from tests.conftest import RECIPES
+
+MATH = RECIPES / "grpo_math_fsdp.yaml"
+QWEN3_30B_A3B = ModelSpec(name="Qwen/Qwen3-30B-A3B", params=30.5e9, active_params=3.3e9, hidden_size=2048,
+                          num_layers=48, num_heads=32, num_kv_heads=4, head_dim=128, vocab_size=151936)
+#: the GB200 row of NeMo RL v0.5's table: Qwen3-32B, 16 GPUs, training TP 2, colocated vLLM at 0.6
+QWEN3_32B_ON_GB200 = [
+    "model.name=Qwen/Qwen3-32B", "model.params=32.8e9", "model.hidden_size=5120", "model.num_layers=64",
+    "model.num_heads=64", "model.num_kv_heads=8", "model.head_dim=128", "model.vocab_size=151936",
+    "algorithm.num_generations=16", "algorithm.train_batch_size=128", "algorithm.ppo_mini_batch_size=32",
+    "algorithm.max_prompt_length=512", "algorithm.max_completion_length=3584", "algorithm.beta=0.01",
+    "algorithm.rollout_engine=vllm", "algorithm.vllm_sleep_mode=true", "algorithm.sequence_packing=true",
+    "estimate.completion_fraction=0.91", "memory.vllm_gpu_memory_utilization=0.6", "distributed.sharding=zero1",
+    "distributed.tensor_parallel=2", "train.batch_size=1", "train.gradient_checkpointing=false",
+    "algorithm.eval_samples=0"]
+NEMO_RL_WORKER = ["memory.offload_during_rollout=true", "memory.reference_on_host=true",
+                  "distributed.grads_in_fp32=false"]
+
+
+def test_the_kv_cache_and_attention_flops_follow_the_configs_head_dim() -> None:
+    # 2 (K, V) x 48 layers x 4 KV heads x 128 x 2 bytes: twice what hidden_size / num_heads (64) gives
+    assert physics.kv_bytes_per_token(QWEN3_30B_A3B, "bf16") == 2 * 48 * 4 * 128 * 2
+    derived = QWEN3_30B_A3B.model_copy(update={"head_dim": None})
+    assert physics.kv_bytes_per_token(derived, "bf16") == 2 * 48 * 4 * 64 * 2
+    attn = physics.forward_flops_per_token(QWEN3_30B_A3B, 1000) - physics.forward_flops_per_token(QWEN3_30B_A3B, 0)
+    assert attn == 4 * 48 * (32 * 128) * 1000
+
+
+def test_moe_activations_come_from_the_active_experts_not_all_of_them() -> None:
+    # Qwen3-30B-A3B routes each token through 8 experts of width 768: 6144 wide (7063 from the parameter count,
+    # which holds one embedding table, not the model's two), not the ~90k a dense reading of 30.5B gives
+    assert 6000 < mlp_width(QWEN3_30B_A3B) < 7500
+    assert mlp_width(QWEN3_30B_A3B.model_copy(update={"active_params": None})) > 80_000
+
+
+def test_a_run_nemo_rl_really_ran_is_refused_without_its_workers_offload_and_planned_with_it() -> None:
+    bare = make_plan(MATH, gpu="GB200", gpus_per_node=4, nodes=4, overrides=QWEN3_32B_ON_GB200, check_memory=False)
+    assert bare.estimate.memory_gib_per_gpu > 184  # model states + vLLM's share: more than a GB200 holds
+    plan = make_plan(MATH, gpu="GB200", gpus_per_node=4, nodes=4, overrides=QWEN3_32B_ON_GB200 + NEMO_RL_WORKER)
+    est, was = plan.estimate, bare.estimate
+    assert est.memory_gib_per_gpu < 184
+    assert "reference_model" in was.memory_breakdown and "reference_model" not in est.memory_breakdown
+    assert abs(est.memory_breakdown["gradients"] - was.memory_breakdown["gradients"] / 2) < 0.01  # bf16, not fp32
+    assert est.phases["host_copies"] > 0 and "host_copies" not in was.phases  # the traffic is priced
+
+
+def test_the_workers_settings_are_plan_only() -> None:
+    plan = make_plan(MATH, gpu="GB200", gpus_per_node=4, nodes=4, overrides=QWEN3_32B_ON_GB200 + NEMO_RL_WORKER)
+    assert {"memory.offload_during_rollout", "memory.reference_on_host",
+            "distributed.grads_in_fp32"} <= set(plan_only_fields(plan.recipe))
