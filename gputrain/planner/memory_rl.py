@@ -86,7 +86,7 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                            "(FSDP2 with sync off, as the trainer runs it)"))
     if algo.beta > 0 and params and not recipe.memory.reference_on_host:
         terms.append(_term("reference_model", params * half / lay.weights_shard / lay.model_parallel,
-                           "memory.reference_on_host=true", note="frozen reference in the compute dtype"))
+                           "algorithm.beta=0", note="frozen reference in the compute dtype"))
     if s.engine == "vllm" and not hw.gpu.is_cpu:
         if algo.vllm_mode == "server":
             return terms  # vLLM runs on its own GPUs: nothing of it on a training GPU
