@@ -170,8 +170,10 @@ NOTES = """## Reading the table
 - Every row is a configuration the source states, at the commit or page linked; where the source leaves a
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
 - TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots) publish no
-  per-step time of a GRPO run with its configuration; OpenRLHF's older README timed PPO with a critic and a
-  reward model, a workload this schema does not express. No row is made up for them.
+  per-step time of a GRPO run with its configuration. OpenRLHF's README until 2024 timed 1024 prompts of PPO
+  with a critic and a reward model on A800s (and called the data outdated), a workload this schema does not
+  express. verl publishes step times (below) without the mean response length they depend on. No row is made
+  up for any of them: the table is one framework's, with two training backends (Megatron, DTensor/FSDP2).
 - Mixture-of-experts rows (Qwen3-30B-A3B) are the misses: where NeMo RL prints phases, policy training took
   50 s against 9 s predicted and log-probs 23 s against 6 s, while the dense Qwen3-32B's phases land within
   15 %. The planner prices MoE compute from the active parameters at the dense efficiency; what Megatron's
