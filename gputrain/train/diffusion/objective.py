@@ -175,10 +175,10 @@ def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout:
     out_, _ = model(torch.cat([xt, x0], dim=1), inputs["positions"], t_cond, inputs["cond_idx"],
                     mask=mask, head_len=clean.shape[1], head_rows=rows, return_hidden=chunked_ce)
     if chunked_ce:
-        head = _unwrap(model).head
+        inner = _unwrap(model)
+        head, valid = inner.head, getattr(getattr(inner, "cfg", None), "vocab_size", None)  # head may be padded
         assert isinstance(head, nn.Linear)
-        nll = chunked_cross_entropy(out_, head, target, banned=mask_id,  # SUBS: [MASK] never the answer
-                                    valid=_unwrap(model).cfg.vocab_size)
+        nll = chunked_cross_entropy(out_, head, target, banned=mask_id, valid=valid)  # SUBS: [MASK] never wins
     else:
         logits = out_.float()
         logits[:, mask_id] = float("-inf")  # SUBS: [MASK] is never the answer
