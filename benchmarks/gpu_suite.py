@@ -15,7 +15,8 @@ memory), bench_chunked_ce (the default path with the chunked cross-entropy), run
 passes, HF generate with the dynamic vs the static cache), run_grpo (0.5B random-init policy, HF generate),
 numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE), then #27 one change at a time:
 bench_no_expandable (padded head + bucketed rows, allocator defaults: reserved vs bench_default) and
-bench_padded (padded head only: GEMM kernels vs bench_pre27). ``env`` always runs first.
+bench_padded (padded head only: GEMM kernels vs bench_pre27), rl_logprob_flex (packed log-prob and update
+passes through FlexAttention with a document mask, fp32 gradients vs padded). ``env`` always runs first.
 
 Every step runs in its own process group with its own cap (``--budget`` is for all steps together; a step never
 gets more than its cap nor more than what is left), so a slow step cannot eat the rest. Output under ``--out``:
@@ -506,6 +507,17 @@ def step_rl_logprob(s: Suite) -> None:
     s.emit("rl_logprob", **res, **data)
 
 
+def step_rl_logprob_flex(s: Suite) -> None:
+    """#27: the packed passes through FlexAttention (document mask) beside the padded ones; fp32 gradients."""
+    args = ["--packed", "flex", "--no-generate"] + ([] if s.gpu else ["--smoke"])
+    res = s.run("rl_logprob_flex", [s.py, "benchmarks/rl_logprob_bench.py", *args], 150)
+    lines = res.pop("_lines")
+    data = last_json(lines)
+    if not res["ok"]:
+        res["error_tail"] = tail(lines)
+    s.emit("rl_logprob_flex", **res, **data)
+
+
 def step_numerics(s: Suite) -> None:
     args = ["--device", "cuda"] if s.gpu else ["--device", "cpu"]
     res = s.run("numerics", [s.py, "benchmarks/diffusion_numerics.py", *args], 90)
@@ -533,6 +545,7 @@ STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("numerics", step_numerics, 20),
     ("bench_no_expandable", step_bench_no_expandable, 50),
     ("bench_padded", step_bench_padded, 50),
+    ("rl_logprob_flex", step_rl_logprob_flex, 40),
 ]
 
 
