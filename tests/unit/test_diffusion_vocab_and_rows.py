@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gputrain.contract.vocab import padded_vocab
+from gputrain.train.diffusion.ema import make_ema
 from gputrain.train.diffusion.head_rows import bucketed_rows, row_quantum
 from gputrain.train.diffusion.model import DiT, DiTConfig, pad_vocab_moments
 from gputrain.train.diffusion.objective import Layout, draw_times, nelbo_per_token
@@ -106,6 +107,10 @@ def test_an_unpadded_optimizer_state_resumes_on_the_padded_model() -> None:
     assert torch.equal(moment[:VOCAB], opt.state[small.head.weight]["exp_avg"]) and not moment[VOCAB:].any()
     _loss(padded, row_buckets=None)
     new.step()  # shapes agree: an unpadded moment would raise here
+    old_ema, new_ema = make_ema(small, 0.9), make_ema(padded, 0.9)
+    assert old_ema is not None and new_ema is not None
+    new_ema.load_state_dict(old_ema.state_dict())  # the EMA copy of an old checkpoint pads the same way
+    assert torch.equal(new_ema.module.embed.weight[:VOCAB], small.embed.weight)
 
 
 def test_bucketed_rows_keep_order_and_use_few_shapes() -> None:
@@ -119,3 +124,18 @@ def test_bucketed_rows_keep_order_and_use_few_shapes() -> None:
         sizes.add(len(idx))
     assert len(sizes) <= 17  # t's range [0.3, 0.8] spans at most half of the 32 buckets (+1 at the edge)
     assert row_quantum(32 * 1024) == 1024 and row_quantum(100) == 64
+
+
+def test_planner_counts_the_dit_the_trainer_builds_padded_head_included() -> None:
+    from gputrain.planner import make_plan
+    from gputrain.planner.memory_diffusion import dit_params
+    from tests.conftest import RECIPES
+
+    recipe = make_plan(RECIPES / "bd3lm_gsm8k.yaml", gpu="H100", gpus_per_node=1, check_memory=False).recipe
+    m, algo = recipe.model, recipe.algorithm
+    with torch.device("meta"):
+        net = DiT(DiTConfig(vocab_size=m.vocab_size or 0, hidden_size=m.hidden_size or 0,
+                            num_layers=m.num_layers or 0, num_heads=m.num_heads or 1,
+                            cond_dim=algo.cond_dim))  # type: ignore[union-attr]
+    assert net.head.weight.shape[0] == 50304
+    assert dit_params(recipe)[0] == sum(p.numel() for p in net.parameters())
