@@ -3,6 +3,7 @@
     python benchmarks/diffusion_mfu.py --batch 32 --attention auto            # the shipped default path
     python benchmarks/diffusion_mfu.py --batch 32 --attention sdpa --compile-mode off   # SDPA eager
     python benchmarks/diffusion_mfu.py --batch 32 --attention auto --ce chunked --profile 3
+    python benchmarks/diffusion_mfu.py --batch 32 --vocab-multiple 1 --head-rows exact   # the head before #27
 
 ``--attention auto`` / ``--compile-mode auto`` ask the one kernel resolver (``gputrain.contract.kernels``) with
 this node's facts, as the trainer does. MFU counts the 2n = 2048 processed tokens of ``x_t ⊕ x_0``
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -25,6 +27,8 @@ from typing import Any
 import torch
 
 from gputrain.contract.kernels import KernelRequest
+from gputrain.contract.vocab import VOCAB_MULTIPLE
+from gputrain.train.diffusion.head_rows import BUCKETS
 from gputrain.train.diffusion.masks import flex_block_mask
 from gputrain.train.diffusion.mfu import flops_per_sequence, mfu
 from gputrain.train.diffusion.model import DiT, DiTConfig
@@ -67,6 +71,10 @@ def main() -> int:
     ap.add_argument("--compile", action="store_true", help="same as --compile-mode on")
     ap.add_argument("--ce", choices=["torch", "chunked"], default="torch", help="cross-entropy: full logits or "
                     "head + loss chunk by chunk")
+    ap.add_argument("--vocab-multiple", type=int, default=VOCAB_MULTIPLE, help="head/embedding width rounded up to "
+                    "this (1: unpadded, 50,258 columns)")
+    ap.add_argument("--head-rows", choices=["bucketed", "exact"], default="bucketed", help="masked rows reach the "
+                    "head in fixed-size buckets (default) or exactly (a new shape every step)")
     ap.add_argument("--checkpointing", action="store_true")
     ap.add_argument("--dropout", type=float, default=0.1, help="the reference's model.dropout")
     ap.add_argument("--time-conditioning", action="store_true", help="feed t to adaLN (off in the reference)")
@@ -86,7 +94,7 @@ def main() -> int:
                                    precision="bf16" if dev.type == "cuda" else "fp32", mask="block"), dev)
     cfg = DiTConfig(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers,
                     num_heads=args.heads, gradient_checkpointing=args.checkpointing, dropout=args.dropout,
-                    time_conditioning=args.time_conditioning)
+                    time_conditioning=args.time_conditioning, vocab_multiple=args.vocab_multiple)
     model = DiT(cfg).to(dev)
     if kernels.compile:
         model.compile_blocks()  # as the trainer does
@@ -102,7 +110,8 @@ def main() -> int:
         t = draw_times(args.batch, layout, 0.0, 1.0, True, dev)
         with amp:
             loss = nelbo_per_token(net, x0, t, layout, sched, args.vocab - 1, inputs, attn_mask=flex,
-                                   chunked_ce=args.ce == "chunked").mean()
+                                   chunked_ce=args.ce == "chunked",
+                                   row_buckets=BUCKETS if args.head_rows == "bucketed" else None).mean()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -134,7 +143,8 @@ def main() -> int:
     out: dict[str, Any] = {
         "device": name, "torch": torch.__version__, "batch": args.batch, "seq_len": n,
         "block_size": args.block_size, "attention": kernels.attention, "compile": kernels.compile,
-        "ce": args.ce, "resolved": kernels.reason, "checkpointing": args.checkpointing, "step_s": round(dt, 4),
+        "ce": args.ce, "head_vocab": cfg.padded_vocab, "head_rows": args.head_rows,
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), "resolved": kernels.reason, "checkpointing": args.checkpointing, "step_s": round(dt, 4),
         "first_step_s": round(first_step_s, 2), "data_tokens_per_s": round(seq_s * n),
         "processed_tokens_per_s": round(seq_s * 2 * n), "tflops_per_s": round(flops * seq_s / 1e12, 1),
         "flops_per_step": flops * args.batch, "flops_per_step_no_attention": flops_no_att * args.batch,

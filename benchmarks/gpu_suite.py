@@ -7,12 +7,16 @@
 
 Steps, in priority order (``--steps`` or ``GPU_SUITE_STEPS``, comma-separated, picks and orders them):
 bench_sdpa, bench_default (BD3-LM 12 × 768, seq 1024, bf16: SDPA eager, then the shipped default path with its
-top CUDA kernels), run_bd3lm_preset (a real ``gputrain run`` of bd3lm_gsm8k at the H200 preset),
+top CUDA kernels; both with the allocator settings GPU launchers export), bench_pre27 (the default path as it was
+before #27: unpadded 50,258-wide head, exact masked rows, allocator defaults), run_bd3lm_preset (a real ``gputrain run`` of bd3lm_gsm8k at the H200 preset),
 run_bd3lm_h100_fit (the batch the H100 plan's ``--fit`` advises, run with the allocator capped at an H100's
 memory), bench_chunked_ce (the default path with the chunked cross-entropy), run_bd3lm_b64, run_bd3lm_b192
 (the conservative and aggressive presets), run_hdp, run_gnn, rl_logprob (padded vs packed log-prob and update
 passes, HF generate with the dynamic vs the static cache), run_grpo (0.5B random-init policy, HF generate),
-numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE). ``env`` always runs first.
+numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE), then #27 one change at a time:
+bench_no_expandable (padded head + bucketed rows, allocator defaults: reserved vs bench_default) and
+bench_padded (padded head only: GEMM kernels vs bench_pre27), rl_logprob_flex (packed log-prob and update
+passes through FlexAttention with a document mask, fp32 gradients vs padded). ``env`` always runs first.
 
 Every step runs in its own process group with its own cap (``--budget`` is for all steps together; a step never
 gets more than its cap nor more than what is left), so a slow step cannot eat the rest. Output under ``--out``:
@@ -81,6 +85,7 @@ class Suite:
         self.results = open(out / "results.jsonl", "a", buffering=1)
         self.log = open(out / "log.txt", "a", buffering=1)
         self.side: dict[str, Any] = {}
+        self.plans: dict[tuple[str, ...], dict[str, Any]] = {}
         self.py = os.environ.get("PYTHON", sys.executable)
         self.commit = (bundle / "COMMIT").read_text().strip() if bundle and (bundle / "COMMIT").is_file() else \
             _git_head()
@@ -118,12 +123,15 @@ class Suite:
     def save_side(self) -> None:
         (self.out / "side.json").write_text(json.dumps(self.side, indent=1, default=str))
 
-    def run(self, name: str, cmd: list[str], cap: float, env: dict[str, str] | None = None) -> dict[str, Any]:
-        """cmd in its own process group, killed (TERM, then KILL) at min(cap, what is left)."""
+    def run(self, name: str, cmd: list[str], cap: float, env: dict[str, str | None] | None = None
+            ) -> dict[str, Any]:
+        """cmd in its own process group, killed (TERM, then KILL) at min(cap, what is left); a None in ``env``
+        removes that variable."""
         timeout = max(5.0, min(cap, self.left() - 2))
         self.log.write(f"\n===== [{name}] t={time.monotonic() - T0:.1f}s timeout={timeout:.0f}s\n$ {' '.join(cmd)}\n")
         tic, lines = time.monotonic(), []
-        proc = subprocess.Popen(cmd, cwd=PROJECT, env={**self.env, **(env or {})}, stdout=subprocess.PIPE,
+        full = {k: v for k, v in {**self.env, **(env or {})}.items() if v is not None}
+        proc = subprocess.Popen(cmd, cwd=PROJECT, env=full, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
 
         def pump() -> None:
@@ -266,16 +274,38 @@ BENCH_PLAN_SETS = ["model.seq_len=1024", "train.batch_size=32", "train.grad_accu
                    "estimate.tokens_per_sample=2048"]
 
 
-def _bench(s: Suite, key: str, variant: list[str], plan_sets: list[str], cap: float, profile: int = 0) -> None:
+def _allocator_env() -> dict[str, str]:
+    """What a GPU launcher exports for the CUDA allocator (read from its one home, stdlib only)."""
+    import importlib.util
+
+    path = PROJECT / "gputrain" / "render" / "allocator_env.py"
+    spec = importlib.util.spec_from_file_location("_allocator_env", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return dict(mod.GPU_ALLOCATOR_ENV)
+
+
+#: a bench without the launcher's allocator settings (the allocator's own defaults, as before #27)
+NO_ALLOCATOR_ENV: dict[str, str | None] = {"PYTORCH_CUDA_ALLOC_CONF": None, "PYTORCH_ALLOC_CONF": None}
+
+
+def _bench(s: Suite, key: str, variant: list[str], plan_sets: list[str], cap: float, profile: int = 0,
+           launcher_env: bool = True) -> None:
+    """``launcher_env``: run with the allocator settings ``gputrain run``'s launcher exports on a GPU."""
     if s.gpu:
         shape = ["--layers", "12", "--hidden", "768", "--heads", "12", "--batch", "32", "--seq-len", "1024",
                  "--steps", "12", "--warmup", "4"]
     else:
         shape = ["--device", "cpu", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "258",
                  "--seq-len", "64", "--batch", "2", "--steps", "2", "--warmup", "1"]
+        profile = min(profile, 1)
     args = [*shape, *variant] + (["--profile", str(profile)] if profile else [])
-    pred = plan(s, f"bench_{key}", "bd3lm_gsm8k.yaml", BENCH_PLAN_SETS + plan_sets)
-    res = s.run(f"bench:{key}", [s.py, "benchmarks/diffusion_mfu.py", *args], cap)
+    sets = BENCH_PLAN_SETS + plan_sets
+    if (pred := s.plans.get(tuple(sets))) is None:  # variants of one path share its plan
+        pred = s.plans[tuple(sets)] = plan(s, f"bench_{key}", "bd3lm_gsm8k.yaml", sets)
+    env: dict[str, str | None] = {**_allocator_env()} if launcher_env else dict(NO_ALLOCATOR_ENV)
+    res = s.run(f"bench:{key}", [s.py, "benchmarks/diffusion_mfu.py", *args], cap, env=env)
     lines = res.pop("_lines")
     data = last_json(lines)
     kernels = data.pop("top_kernels", None)
@@ -302,6 +332,25 @@ def step_bench_sdpa(s: Suite) -> None:
 def step_bench_default(s: Suite) -> None:
     """The shipped default (``attention: auto``, ``compile: auto``) as the resolver decides it on this node."""
     _bench(s, "default", ["--attention", "auto", "--compile-mode", "auto"], [], 150, profile=3)
+
+
+#: issue #27, one change at a time from the path measured before it (34.6 % MFU on the H200, 32.0 % H100)
+PRE27 = ["--attention", "auto", "--compile-mode", "auto", "--vocab-multiple", "1", "--head-rows", "exact"]
+
+
+def step_bench_pre27(s: Suite) -> None:
+    """The default path as it was before #27: 50,258-wide head, exact masked rows, allocator defaults."""
+    _bench(s, "pre27", PRE27, [], 120, launcher_env=False)
+
+
+def step_bench_padded(s: Suite) -> None:
+    """+ the head padded to 50,304 (the sm90 GEMMs instead of the sm80 align2 ones?)."""
+    _bench(s, "padded", PRE27[:-4] + ["--head-rows", "exact"], [], 120, launcher_env=False)
+
+
+def step_bench_no_expandable(s: Suite) -> None:
+    """+ the loss rows in fixed-size buckets; still the allocator's defaults (reserved vs bench_default)."""
+    _bench(s, "no_expandable", PRE27[:-4], [], 120, launcher_env=False)
 
 
 def step_bench_chunked_ce(s: Suite) -> None:
@@ -458,6 +507,17 @@ def step_rl_logprob(s: Suite) -> None:
     s.emit("rl_logprob", **res, **data)
 
 
+def step_rl_logprob_flex(s: Suite) -> None:
+    """#27: the packed passes through FlexAttention (document mask) beside the padded ones; fp32 gradients."""
+    args = ["--packed", "flex", "--no-generate"] + ([] if s.gpu else ["--smoke"])
+    res = s.run("rl_logprob_flex", [s.py, "benchmarks/rl_logprob_bench.py", *args], 150)
+    lines = res.pop("_lines")
+    data = last_json(lines)
+    if not res["ok"]:
+        res["error_tail"] = tail(lines)
+    s.emit("rl_logprob_flex", **res, **data)
+
+
 def step_numerics(s: Suite) -> None:
     args = ["--device", "cuda"] if s.gpu else ["--device", "cpu"]
     res = s.run("numerics", [s.py, "benchmarks/diffusion_numerics.py", *args], 90)
@@ -472,6 +532,7 @@ def step_numerics(s: Suite) -> None:
 STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("bench_sdpa", step_bench_sdpa, 30),
     ("bench_default", step_bench_default, 60),
+    ("bench_pre27", step_bench_pre27, 50),
     ("run_bd3lm_preset", lambda s: step_run_bd3lm(s, "bd3lm_preset", None, 6, 130), 60),
     ("run_bd3lm_h100_fit", step_run_h100_fit, 50),
     ("bench_chunked_ce", step_bench_chunked_ce, 50),
@@ -482,6 +543,9 @@ STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("rl_logprob", step_rl_logprob, 25),
     ("run_grpo", step_run_grpo, 40),
     ("numerics", step_numerics, 20),
+    ("bench_no_expandable", step_bench_no_expandable, 50),
+    ("bench_padded", step_bench_padded, 50),
+    ("rl_logprob_flex", step_rl_logprob_flex, 40),
 ]
 
 

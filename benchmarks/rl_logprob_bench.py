@@ -2,13 +2,16 @@
 
     python benchmarks/rl_logprob_bench.py            # GPU: 0.5B (24 × 1280), 64 sequences, bf16
     python benchmarks/rl_logprob_bench.py --smoke    # CPU: a tiny model, fp32
+    python benchmarks/rl_logprob_bench.py --packed flex --no-generate   # packing through FlexAttention (#27)
 
 The batch looks like a GRPO rollout: prompts of 16-64 tokens (left-padded), completions of 16-256 tokens
 (right-padded), lengths drawn at random. Reports tokens processed and real tokens/s of the padded passes
 (``gputrain.train.grpo.loss``, micro-batches of ``--micro`` rows) and of the packed ones
 (``gputrain.train.grpo.packing``, rows of ``micro × width`` tokens: the same memory bound), the largest
 log-prob difference between them, and HF ``generate`` tokens/s with the dynamic and the static KV cache.
-Prints one JSON line.
+``--packed flex``: the packed passes through FlexAttention with a document mask
+(``gputrain.train.grpo.packing_flex``) instead of the 4-D mask, plus, on a GPU, the fp32 gradients of a tiny
+policy against the padded pass (torch has no FlexAttention backward on the CPU). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import torch
 
 from gputrain.train.grpo.loss import completion_logprobs, completion_logprobs_and_entropy
 from gputrain.train.grpo.packing import packed_completion_logprobs, packed_tokens
+from gputrain.train.grpo.packing_flex import flex_packed_completion_logprobs
 
 
 def timed(fn: Any, sync: Any) -> tuple[Any, float]:
@@ -33,12 +37,42 @@ def timed(fn: Any, sync: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - tic
 
 
+def flex_grad_check(dev: torch.device) -> dict[str, float]:
+    """fp32 gradients of a tiny policy: padded update vs the FlexAttention-packed one (max abs, max rel)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2)
+    cfg._attn_implementation = "sdpa"
+    model = Qwen2ForCausalLM(cfg).to(dev)
+    ids = torch.randint(1, 64, (8, 24), device=dev)
+    mask = torch.zeros_like(ids)
+    for r in range(8):
+        mask[r, 8 - 2 - r % 6 : 8 + 1 + (3 * r) % 16] = 1
+    ids = ids * mask
+    comp = mask[:, 8:].float()
+    grads = []
+    for packed in (False, True):
+        model.zero_grad()
+        lp = flex_packed_completion_logprobs(model, ids, mask, 16, max_tokens=48)[0] if packed else \
+            completion_logprobs(model, ids, mask, 16)
+        (lp * comp).sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    diff = (grads[0] - grads[1]).abs()
+    return {"flex_grad_fp32_max_abs_diff": float(diff.max()),
+            "flex_grad_fp32_max_rel_diff": float(diff.max() / grads[0].abs().max())}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--micro", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--packed", choices=["sdpa", "flex"], default="sdpa", help="attention of the packed passes")
+    ap.add_argument("--no-generate", action="store_true", help="skip the HF generate measurements")
     args = ap.parse_args()
+    packed_fn = flex_packed_completion_logprobs if args.packed == "flex" else packed_completion_logprobs
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cuda = torch.cuda.is_available() and not args.smoke
@@ -69,14 +103,15 @@ def main() -> int:
     packed_n, padded_n = packed_tokens(mask, budget)
     out: dict[str, Any] = {"device": torch.cuda.get_device_name(dev) if cuda else "cpu", "sequences": n_seq,
                            "width": ids.shape[1], "real_tokens": real, "padded_tokens_processed": padded_n,
-                           "packed_tokens_processed": packed_n, "micro_rows": args.micro}
+                           "packed_tokens_processed": packed_n, "micro_rows": args.micro,
+                           "packed_attention": args.packed}
     model.eval()
     with torch.no_grad():
         completion_logprobs(model, ids[: args.micro], mask[: args.micro], cw, 1.0, args.micro)  # warm-up
         pad_lp, t_pad = timed(lambda: completion_logprobs(model, ids, mask, cw, 1.0, args.micro), sync)
-        packed_completion_logprobs(model, ids[: args.micro], mask[: args.micro], cw, max_tokens=budget)
-        (pack_lp, _), t_pack = timed(lambda: packed_completion_logprobs(model, ids, mask, cw, max_tokens=budget),
-                                     sync)
+        warm = slice(None) if args.packed == "flex" else slice(0, args.micro)  # flex: compile at the timed shapes
+        packed_fn(model, ids[warm], mask[warm], cw, max_tokens=budget)
+        (pack_lp, _), t_pack = timed(lambda: packed_fn(model, ids, mask, cw, max_tokens=budget), sync)
     comp = mask[:, pw:].bool()
     out["logprob_max_abs_diff"] = float((pad_lp.float() - pack_lp.float()).abs()[comp].max())
     out["logprob_padded_s"], out["logprob_packed_s"] = round(t_pad, 4), round(t_pack, 4)
@@ -91,17 +126,29 @@ def main() -> int:
             (lp.float() * comp[s : s + args.micro]).sum().backward()
 
     def update_packed() -> None:
-        lp, _ = packed_completion_logprobs(model, ids, mask, cw, max_tokens=budget, entropy=True)
+        lp, _ = packed_fn(model, ids, mask, cw, max_tokens=budget, entropy=True)
         (lp.float() * comp).sum().backward()
 
     _, t_upd_pad = timed(update_padded, sync)
     model.zero_grad(set_to_none=True)
-    _, t_upd_pack = timed(update_packed, sync)
-    out["update_padded_s"], out["update_packed_s"] = round(t_upd_pad, 4), round(t_upd_pack, 4)
+    if args.packed == "flex" and not cuda:
+        out["update_packed_note"] = "FlexAttention has no backward on the CPU: update not measured"
+    else:
+        if args.packed == "flex":
+            update_packed()  # warm-up: compiles the backward
+            model.zero_grad(set_to_none=True)
+        _, t_upd_pack = timed(update_packed, sync)
+        out["update_packed_s"] = round(t_upd_pack, 4)
+        out["update_packed_real_tokens_per_s"] = round(real / t_upd_pack)
+    out["update_padded_s"] = round(t_upd_pad, 4)
     out["update_padded_real_tokens_per_s"] = round(real / t_upd_pad)
-    out["update_packed_real_tokens_per_s"] = round(real / t_upd_pack)
     if cuda:
         out["peak_alloc_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    if cuda and args.packed == "flex":
+        out |= flex_grad_check(dev)
+    if args.no_generate:
+        print(json.dumps(out))
+        return 0
 
     model.eval()
     prompts = ids[: args.micro, :pw]

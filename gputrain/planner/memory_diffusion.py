@@ -24,6 +24,7 @@ at once. Terms (``benchmarks/PLANNER.md`` derives each and compares them with th
 from __future__ import annotations
 
 from gputrain.contract.estimate import MemoryTerm
+from gputrain.contract.vocab import padded_vocab
 from gputrain.planner import physics
 from gputrain.planner.kernels import plan_kernels
 from gputrain.planner.workload import Hardware
@@ -48,7 +49,7 @@ COMPILED_ACTIVATION_SHARE = 0.604
 def dit_params(recipe: Recipe) -> tuple[float, float]:
     """(all parameters, parameters of the linear layers) of the DiT the trainer builds."""
     m = recipe.model
-    d, layers, v = m.hidden_size or 0, m.num_layers or 0, m.vocab_size or 0
+    d, layers, v = m.hidden_size or 0, m.num_layers or 0, padded_vocab(m.vocab_size or 0)  # as the DiT builds it
     algo = recipe.algorithm
     cond = algo.cond_dim if isinstance(algo, DiffusionAlgorithm) else 128
     r = 4
@@ -76,7 +77,7 @@ def diffusion_memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
     fed, loss_tokens = diffusion_tokens(recipe)
     share = (algo.clip_beta + algo.clip_omega) / 2 if isinstance(algo, DiffusionAlgorithm) else 0.5
     rows = b * loss_tokens * share
-    v = model.vocab_size or 0
+    v = padded_vocab(model.vocab_size or 0)
     choice = plan_kernels(recipe, hw.gpu)
     compiled = bool(choice and choice.compile)
     act = activation_bytes_per_token_layer(recipe) * (COMPILED_ACTIVATION_SHARE if compiled else 1.0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from gputrain.contract.vocab import padded_vocab
 from gputrain.planner import physics
 from gputrain.planner.kernels import plan_kernels
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, global_batch, startup_seconds
@@ -72,7 +73,7 @@ def diffusion_flops_per_sample(recipe: Recipe) -> tuple[float, int, float]:
     fed, loss_tokens = diffusion_tokens(recipe)
     params = physics.params_of(model)
     d, layers = model.hidden_size or 0, model.num_layers or 0
-    head = (model.vocab_size or 0) * d
+    head = padded_vocab(model.vocab_size or 0) * d  # the GEMM runs at the padded width
     body = max(0.0, params - head)
     algo = recipe.algorithm
     masked = loss_tokens * ((algo.clip_beta + algo.clip_omega) / 2 if isinstance(algo, DiffusionAlgorithm) else 0.5)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputrain import __version__
 from gputrain.errors import RenderError
+from gputrain.render.allocator_env import launch_env
 from gputrain.resources import templates_dir
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def template_context(plan: JobPlan, job_dir: str | Path | None = None) -> dict[s
         "gpus_per_node": plan.gpus_per_node,
         "nodes": plan.nodes,
         "world_size": plan.world_size,
-        "env": dict(recipe.env),
+        "env": launch_env(plan),  # GPU allocator defaults + the recipe's env
         "secrets": list(recipe.secrets),
         "used_secrets": [name for name in recipe.secrets if _secret_used(name, plan)],
         "job_dir": str(job_dir) if job_dir else None,

@@ -26,7 +26,7 @@ def _compute_dtype(h: torch.Tensor) -> torch.dtype:
 class _ChunkedCE(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
-                banned: int, chunk: int) -> torch.Tensor:
+                banned: int, chunk: int, valid: int) -> torch.Tensor:
         dtype = _compute_dtype(h)
         w = weight.to(dtype)
         b = bias.to(dtype) if bias is not None else None
@@ -35,18 +35,19 @@ class _ChunkedCE(torch.autograd.Function):
         lse = torch.empty(rows, dtype=torch.float32, device=h.device)
         for i in range(0, rows, chunk):
             logits = F.linear(h[i : i + chunk].to(dtype), w, b).float()
+            logits[:, valid:] = float("-inf")  # the head's padding columns (full width: aligned GEMMs)
             if banned >= 0:
                 logits[:, banned] = float("-inf")
             lse[i : i + chunk] = torch.logsumexp(logits, dim=-1)
             nll[i : i + chunk] = lse[i : i + chunk] - logits.gather(1, target[i : i + chunk, None]).squeeze(1)
         ctx.save_for_backward(h, weight, bias if bias is not None else torch.empty(0), target, lse)
-        ctx.dtype, ctx.banned, ctx.chunk, ctx.has_bias = dtype, banned, chunk, bias is not None
+        ctx.dtype, ctx.banned, ctx.chunk, ctx.has_bias, ctx.valid = dtype, banned, chunk, bias is not None, valid
         return nll
 
     @staticmethod
     def backward(ctx: Any, grad_nll: torch.Tensor) -> tuple[Any, ...]:
         h, weight, bias, target, lse = ctx.saved_tensors
-        dtype, chunk = ctx.dtype, ctx.chunk
+        dtype, chunk, valid = ctx.dtype, ctx.chunk, ctx.valid
         w = weight.to(dtype)
         b = bias.to(dtype) if ctx.has_bias else None
         grad_h = torch.empty_like(h)
@@ -55,6 +56,7 @@ class _ChunkedCE(torch.autograd.Function):
         for i in range(0, h.shape[0], chunk):
             hc = h[i : i + chunk].to(dtype)
             logits = F.linear(hc, w, b).float()
+            logits[:, valid:] = float("-inf")
             if ctx.banned >= 0:
                 logits[:, ctx.banned] = float("-inf")
             p = torch.exp(logits - lse[i : i + chunk, None])  # softmax; 0 at the banned column
@@ -64,13 +66,15 @@ class _ChunkedCE(torch.autograd.Function):
                 grad_b += p.sum(0)
             pc = p.to(dtype)
             grad_h[i : i + chunk] = (pc @ w).to(h.dtype)
-            grad_w += (pc.t() @ hc).float()
+            grad_w += (pc.t() @ hc).float()  # zero on the padded rows: p is 0 there
         return (grad_h, grad_w.to(weight.dtype), grad_b.to(bias.dtype) if grad_b is not None else None,
-                None, None, None)
+                None, None, None, None)
 
 
 def chunked_cross_entropy(h: torch.Tensor, head: torch.nn.Linear, target: torch.Tensor, banned: int = -1,
-                          chunk: int = 4096) -> torch.Tensor:
-    """Per-row ``-log softmax(head(h))[target]`` with column ``banned`` excluded, shape ``(rows,)``, fp32."""
-    out: torch.Tensor = _ChunkedCE.apply(h, head.weight, head.bias, target, banned, chunk)
+                          chunk: int = 4096, valid: int | None = None) -> torch.Tensor:
+    """Per-row ``-log softmax(head(h))[target]`` with column ``banned`` excluded, shape ``(rows,)``, fp32.
+    ``valid``: only the first ``valid`` columns are the vocabulary (the rest pads the head's width)."""
+    cols = head.weight.shape[0] if valid is None else valid
+    out: torch.Tensor = _ChunkedCE.apply(h, head.weight, head.bias, target, banned, chunk, cols)
     return out

@@ -30,6 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from gputrain.contract.vocab import VOCAB_MULTIPLE, padded_vocab
+
 KV = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -45,6 +47,11 @@ class DiTConfig:
     gradient_checkpointing: bool = False
     dropout: float = 0.0
     time_conditioning: bool = False
+    vocab_multiple: int = VOCAB_MULTIPLE  # embedding and head built this wide; 1 = unpadded (before #27)
+
+    @property
+    def padded_vocab(self) -> int:
+        return padded_vocab(self.vocab_size, self.vocab_multiple)
 
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,6 +64,22 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
     out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
     return out.to(x.dtype)
+
+
+def pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """``t`` with zero rows appended up to ``rows`` (a vocabulary-sized weight, bias or optimizer moment)."""
+    return torch.cat([t, t.new_zeros((rows - t.shape[0], *t.shape[1:]))])
+
+
+def pad_vocab_moments(optimizer: torch.optim.Optimizer) -> None:
+    """After loading an optimizer state saved unpadded: zero-pad each moment whose first dimension is
+    shorter than its parameter's (the vocabulary rows), so training resumes on the padded model.
+    Registered with ``register_load_state_dict_post_hook`` by the trainer."""
+    for param, state in optimizer.state.items():
+        for key, value in state.items():
+            if (isinstance(value, torch.Tensor) and value.dim() == param.dim() and value.dim() > 0
+                    and value.shape[0] < param.shape[0] and value.shape[1:] == param.shape[1:]):
+                state[key] = pad_rows(value, param.shape[0])
 
 
 class TimeEmbedding(nn.Module):
@@ -134,12 +157,12 @@ class DiT(nn.Module):
         if cfg.hidden_size % cfg.num_heads:
             raise ValueError("hidden_size must be a multiple of num_heads")
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.embed = nn.Embedding(cfg.padded_vocab, cfg.hidden_size)
         self.time = TimeEmbedding(cfg.cond_dim)
         self.blocks = nn.ModuleList(DiTBlock(cfg) for _ in range(cfg.num_layers))
         self.final_norm = nn.LayerNorm(cfg.hidden_size, elementwise_affine=False)
         self.final_ada = nn.Linear(cfg.cond_dim, 2 * cfg.hidden_size)
-        self.head = nn.Linear(cfg.hidden_size, cfg.vocab_size)
+        self.head = nn.Linear(cfg.hidden_size, cfg.padded_vocab)
         self.apply(self._init)
         for block in self.blocks:
             assert isinstance(block, DiTBlock)
@@ -148,6 +171,15 @@ class DiT(nn.Module):
         for layer in (self.final_ada, self.head):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
+        self._register_load_state_dict_pre_hook(self._pad_vocab_rows)
+
+    def _pad_vocab_rows(self, state: dict[str, Any], prefix: str, *args: Any) -> None:
+        """Load weights saved unpadded (before #27, ``vocab_size`` rows): zero rows are appended up to the
+        padded width. The padded rows are never read (ids < V, logits sliced), so the model is unchanged."""
+        for name in ("embed.weight", "head.weight", "head.bias"):
+            key = prefix + name
+            if key in state and state[key].shape[0] == self.cfg.vocab_size < self.cfg.padded_vocab:
+                state[key] = pad_rows(state[key], self.cfg.padded_vocab)
 
     def compile_blocks(self) -> None:
         """``torch.compile`` each transformer block in place (regional compilation, as torchtitan does): the
@@ -172,11 +204,13 @@ class DiT(nn.Module):
         """Logits and each layer's new keys/values.
 
         ``t_cond`` (B, K) holds the noise levels (read only with ``time_conditioning``), ``cond_idx`` (S,)
-        picks each token's slot. Logits cover
-        the first ``head_len`` tokens (all if None), shape (B, head_len, V); with ``head_rows``, a boolean
-        (B, head_len), only those rows, shape (rows, V): training reads the masked positions only, which
-        halves the head's work and the memory of the largest tensor in the step. ``return_hidden``: the
-        head's input instead of its output (``chunked_ce`` applies the head chunk by chunk).
+        picks each token's slot. Logits cover the first ``head_len`` tokens (all if None), shape
+        (B, head_len, V); with ``head_rows``, a boolean (B, head_len), only those rows, shape (rows, V):
+        training reads the masked positions only, which halves the head's work and the memory of the largest
+        tensor in the step; or a long tensor of flat row indices into ``(B·head_len)`` (a fixed-size bucket,
+        ``head_rows.py``). V is the real vocabulary: the head is ``cfg.padded_vocab`` wide (aligned GEMMs)
+        and its padded columns are sliced off. ``return_hidden``: the head's input instead of its output
+        (``chunked_ce`` applies the head chunk by chunk).
         """
         x = self.embed(tokens)
         if not self.cfg.time_conditioning:
@@ -194,7 +228,11 @@ class DiT(nn.Module):
         if head_len is not None:
             x, cond_idx = x[:, :head_len], cond_idx[:head_len]
         shift, scale = self.final_ada(cond)[:, cond_idx].chunk(2, dim=-1)
-        if head_rows is not None:
+        if head_rows is not None and head_rows.dtype == torch.bool:
             x, shift, scale = x[head_rows], shift[head_rows], scale[head_rows]
+        elif head_rows is not None:  # flat row indices of a fixed (bucketed) length: head_rows.py
+            x, shift, scale = (a.flatten(0, 1).index_select(0, head_rows) for a in (x, shift, scale))
         hidden = modulate(self.final_norm(x), shift, scale)
-        return (hidden if return_hidden else self.head(hidden)), kvs
+        if return_hidden:
+            return hidden, kvs
+        return self.head(hidden)[..., : self.cfg.vocab_size], kvs  # the padded ids never score nor get drawn

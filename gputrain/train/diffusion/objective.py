@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gputrain.train.diffusion.chunked_ce import chunked_cross_entropy
+from gputrain.train.diffusion.head_rows import BUCKETS, bucketed_rows
 from gputrain.train.diffusion.masks import bd3_block_ids, block_diffusion_mask
 from gputrain.train.diffusion.schedule import MIN_T, LogLinearSchedule, sample_block_times
 
@@ -147,13 +148,16 @@ def draw_masks(t_tok: torch.Tensor, slots: torch.Tensor, schedule: LogLinearSche
 def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout: Layout,
                     schedule: LogLinearSchedule, mask_id: int, inputs: dict[str, torch.Tensor],
                     attn_mask: object = None, generator: torch.Generator | None = None,
-                    window: tuple[float, float] | None = None, chunked_ce: bool = False) -> torch.Tensor:
+                    window: tuple[float, float] | None = None, chunked_ce: bool = False,
+                    row_buckets: int | None = BUCKETS) -> torch.Tensor:
     """Weighted NELBO term of each noised position, shape ``(B, m)``; zero where the token stayed clean.
 
     ``t`` is ``(B, K)``: one noise level per diffused block. ``attn_mask`` overrides ``inputs["mask"]``
     (a FlexAttention block mask on the GPU). ``window``: the clip range t was drawn from, for resampling.
     Weight by ``real_tokens`` and divide by their count for the NELBO per token of text. ``chunked_ce``: the
     head and the loss chunk by chunk (``chunked_ce.py``: same values, no full logits tensor).
+    ``row_buckets``: the masked rows reach the head in fixed-size buckets (``head_rows.py``: same values,
+    a few shapes for the allocator and the compiler); None gathers exactly the masked rows (before #27).
     """
     device = x0.device
     slots = inputs["cond_idx"][: len(layout.noisy_pos)]
@@ -163,16 +167,24 @@ def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout:
     xt = torch.where(masked, torch.full_like(clean, mask_id), clean)
     t_cond = torch.cat([t, torch.zeros(t.shape[0], 1, device=device)], dim=1)
     mask = inputs["mask"] if attn_mask is None else attn_mask
+    if row_buckets is None:
+        rows, count, target = masked, None, clean[masked]
+    else:
+        rows, count = bucketed_rows(masked, row_buckets)
+        target = clean.reshape(-1).index_select(0, rows)  # padded rows: row 0's token, cut off below
     out_, _ = model(torch.cat([xt, x0], dim=1), inputs["positions"], t_cond, inputs["cond_idx"],
-                    mask=mask, head_len=clean.shape[1], head_rows=masked, return_hidden=chunked_ce)
+                    mask=mask, head_len=clean.shape[1], head_rows=rows, return_hidden=chunked_ce)
     if chunked_ce:
-        head = _unwrap(model).head
+        inner = _unwrap(model)
+        head, valid = inner.head, getattr(getattr(inner, "cfg", None), "vocab_size", None)  # head may be padded
         assert isinstance(head, nn.Linear)
-        nll = chunked_cross_entropy(out_, head, clean[masked], banned=mask_id)  # SUBS: [MASK] never the answer
+        nll = chunked_cross_entropy(out_, head, target, banned=mask_id, valid=valid)  # SUBS: [MASK] never wins
     else:
         logits = out_.float()
         logits[:, mask_id] = float("-inf")  # SUBS: [MASK] is never the answer
-        nll = F.cross_entropy(logits, clean[masked], reduction="none")
+        nll = F.cross_entropy(logits, target, reduction="none")
+    if count is not None:
+        nll = nll[:count]
     out = torch.zeros(clean.shape, device=device, dtype=nll.dtype)
     out[masked] = nll * schedule.loss_weight(t_tok[masked])
     return out

@@ -41,7 +41,7 @@ from gputrain.train.diffusion.ema import eval_model, make_ema
 from gputrain.train.diffusion.evaluation import Scorer, clip_window, heldout_nelbo, validation_t_range
 from gputrain.train.diffusion.masks import flex_block_mask
 from gputrain.train.diffusion.mfu import mfu
-from gputrain.train.diffusion.model import DiT, DiTConfig
+from gputrain.train.diffusion.model import DiT, DiTConfig, pad_vocab_moments
 from gputrain.train.diffusion.objective import Layout, real_mean, segment_means
 from gputrain.train.diffusion.sampler import sample
 from gputrain.train.diffusion.schedule import LogLinearSchedule
@@ -103,7 +103,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                                    precision=ctx.plan.precision, mask="block"), device)
     flex = flex_block_mask(layout.block_ids[layout.noisy_pos], layout.block_ids, device) \
         if kernels.attention == "flex" else None
-    ctx.print0(f"[{task.name}] tokenizer={tok.name} V={tok.vocab_size} n={n} noisy={m} blocks="
+    ctx.print0(f"[{task.name}] tokenizer={tok.name} V={tok.vocab_size} head={cfg.padded_vocab} n={n} noisy={m} "
+               f"blocks="
                f"{layout.num_noisy_blocks} params={sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
                f"train={len(train_x)} val={len(val_x)}")
     ctx.print0(f"[runtime] kernels: {kernels.label()} ({kernels.reason})")
@@ -120,6 +121,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     total = train.max_steps or per_epoch * (train.epochs or 1)  # the schema requires one of the two
     opt = torch.optim.AdamW(model.parameters(), lr=train.learning_rate, betas=algo.adam_betas,
                             eps=algo.adam_eps, weight_decay=train.weight_decay)
+    opt.register_load_state_dict_post_hook(pad_vocab_moments)  # a checkpoint from before the padding (#27)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(train.lr_schedule, train.warmup_steps, total))
     pos: dict[str, Any] = {"epoch": 0, "batch": 0}
     clip = [algo.clip_beta, algo.clip_omega]
