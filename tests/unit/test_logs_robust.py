@@ -51,8 +51,8 @@ def test_giant_line_is_skipped_in_bounded_memory(tmp_path: Path, monkeypatch: py
     carries: list[int] = []
     original = LogScanner._feed
 
-    def watch(self: LogScanner, buf: bytearray, end: int) -> None:
-        original(self, buf, end)
+    def watch(self: LogScanner, buf: bytearray, end: int, start: int = 0) -> None:
+        original(self, buf, end, start)
         carries.append(len(self.carry))
 
     monkeypatch.setattr(LogScanner, "_feed", watch)
