@@ -61,6 +61,19 @@ def headline(summary: dict[str, Any]) -> str:
     return line
 
 
+def attempt_line(attempt: dict[str, Any]) -> str:
+    """One pod of a ``runpod up --retry`` run: its number, the pod, how it ended, what it resumed from."""
+    from gputrain.logs.display import terminal_safe
+
+    reason = str(attempt.get("reason") or "").split("; ")[0]
+    start = f"checkpoint {attempt['resumed_from']}" if attempt.get("resumed_from") else "the start"
+    cost = attempt.get("cost_usd")
+    text = (f"{attempt.get('attempt', '?')}: pod {attempt.get('pod_id') or '(none)'} {attempt.get('state', '?')}"
+            f"{f' ({reason[:120]})' if reason else ''}, from {start}"
+            f"{f', ${cost:.2f}' if isinstance(cost, (int, float)) else ''}")
+    return terminal_safe(text)
+
+
 def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = [("alert", alert) for alert in summary.get("alerts") or []]
     when = f"{summary['start'] or '?'} → {summary['end'] or 'now'}  ({fmt_duration(summary['duration_s'])})"
@@ -94,6 +107,7 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             ("checkpoints", f"{len(ckpts)} ({ckpts[0]} … {ckpts[-1]})" if len(ckpts) > 1 else ckpts[0])
         )
+    rows += [("attempt", attempt_line(a)) for a in (summary.get("runpod") or {}).get("attempts") or []]
     rl = summary.get("rl")
     if rl:
         parts = [f"reward {fmt_num(rl['reward'])}"] if rl.get("reward") is not None else []
