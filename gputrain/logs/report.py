@@ -58,6 +58,8 @@ def headline(summary: dict[str, Any]) -> str:
     line = f"{summary['name']}  {state}"
     if summary.get("failure"):
         line += f" — {summary['failure']}"
+    elif summary.get("alerts"):  # a NaN/Inf metric is the news when nothing failed: a diverged run is not healthy
+        line += f" — {summary['alerts'][0]}"
     return line
 
 
@@ -116,10 +118,13 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             parts.append(f"completion length {fmt_num(rl['completion_length'])}")
         rows.append(("rl (last)", "   ".join(parts)))
     cause = summary.get("root_cause")
-    if cause and (cause.get("rank") is not None or cause.get("details")):
-        facts = [f"{k} {fmt_num(v) if isinstance(v, float) else v}" for k, v in (cause.get("details") or {}).items()
-                 if v is not None]
-        rows.append(("cause", f"{cause['label']}: " + ", ".join(facts)))
+    if cause:
+        # "group" is how the rule classified the line (launcher, worker, verdict): not a fact for the reader
+        facts = [f"rank {cause['rank']}"] if cause.get("rank") is not None else []
+        facts += [f"{k} {fmt_num(v) if isinstance(v, float) else v}" for k, v in (cause.get("details") or {}).items()
+                  if v is not None and k != "group"]
+        if facts:
+            rows.append(("cause", f"{cause['label']}: " + ", ".join(facts)))
     remedy = (cause or {}).get("remedy") if isinstance(cause, dict) else None
     if isinstance(remedy, dict) and remedy.get("text"):
         rows.append(("fix", f"{remedy['text']} (the command: gputrain logs JOB --fix)"))
