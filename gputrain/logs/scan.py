@@ -130,9 +130,11 @@ class LogScanner:
             if view[pos : self.offset] != self.carry:  # rewritten in place: the carried line is not there
                 return None
             read = size - self.offset
-            while pos < size:
+            while True:
                 hi = min(size, pos + CHUNK_BYTES)
                 self._feed(view, hi, pos)
+                if hi == size:  # what is left is the carried partial line: the next scan completes it
+                    break
                 pos = hi - len(self.carry)
         self.offset = size
         return read
