@@ -117,25 +117,31 @@ class LogScanner:
             return self._scan_read(fh)
 
     def _scan_mapped(self, fd: int, size: int) -> int | None:
-        """Search the new bytes where the page cache holds them: copying 256 MiB into a buffer costs twice
-        the search itself. None when the file cannot be mapped (a pipe, a FUSE file...). The mapping covers
-        the size seen at ``fstat``; a file cut shorter *while* it is being searched would raise SIGBUS, a risk
-        taken for large logs only (a growing log's appended bytes are read, not mapped)."""
-        try:
-            view = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            return None
-        with view:
-            pos = self.offset - len(self.carry)
-            if view[pos : self.offset] != self.carry:  # rewritten in place: the carried line is not there
-                return None
-            read = size - self.offset
-            while True:
-                hi = min(size, pos + CHUNK_BYTES)
-                self._feed(view, hi, pos)
-                if hi == size:  # what is left is the carried partial line: the next scan completes it
-                    break
-                pos = hi - len(self.carry)
+        """Search the new bytes where the page cache holds them: copying 256 MiB into a buffer cost twice
+        the search itself. One chunk is mapped at a time (the mapped pages count in the resident size).
+        None when the file cannot be mapped (a pipe, a FUSE file...). A file cut shorter *while* a chunk of
+        it is being searched would raise SIGBUS, a risk taken for large stretches only (a growing log's
+        appended bytes are read, not mapped)."""
+        pos = self.offset - len(self.carry)
+        first = True
+        while True:
+            hi = min(size, pos + CHUNK_BYTES)
+            base = pos - pos % mmap.ALLOCATIONGRANULARITY
+            try:
+                view = mmap.mmap(fd, hi - base, access=mmap.ACCESS_READ, offset=base)
+            except (OSError, ValueError) as exc:
+                if first:
+                    return None
+                raise LogError(f"{self.path}: cannot read log ({exc})") from None
+            with view:
+                if first and view[pos - base : self.offset - base] != self.carry:
+                    return None  # rewritten in place: the carried line is not there
+                first = False
+                self._feed(view, hi - base, pos - base)
+            if hi == size:  # what is left is the carried partial line: the next scan completes it
+                break
+            pos = hi - len(self.carry)
+        read = size - self.offset
         self.offset = size
         return read
 
