@@ -58,7 +58,22 @@ def headline(summary: dict[str, Any]) -> str:
     line = f"{summary['name']}  {state}"
     if summary.get("failure"):
         line += f" — {summary['failure']}"
+    elif summary.get("alerts"):  # a NaN/Inf metric is the news when nothing failed: a diverged run is not healthy
+        line += f" — {summary['alerts'][0]}"
     return line
+
+
+def attempt_line(attempt: dict[str, Any]) -> str:
+    """One pod of a ``runpod up --retry`` run: its number, the pod, how it ended, what it resumed from."""
+    from gputrain.logs.display import terminal_safe
+
+    reason = str(attempt.get("reason") or "").split("; ")[0]
+    start = f"checkpoint {attempt['resumed_from']}" if attempt.get("resumed_from") else "the start"
+    cost = attempt.get("cost_usd")
+    text = (f"{attempt.get('attempt', '?')}: pod {attempt.get('pod_id') or '(none)'} {attempt.get('state', '?')}"
+            f"{f' ({reason[:120]})' if reason else ''}, from {start}"
+            f"{f', ${cost:.2f}' if isinstance(cost, (int, float)) else ''}")
+    return terminal_safe(text)
 
 
 def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
@@ -94,6 +109,7 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             ("checkpoints", f"{len(ckpts)} ({ckpts[0]} … {ckpts[-1]})" if len(ckpts) > 1 else ckpts[0])
         )
+    rows += [("attempt", attempt_line(a)) for a in (summary.get("runpod") or {}).get("attempts") or []]
     rl = summary.get("rl")
     if rl:
         parts = [f"reward {fmt_num(rl['reward'])}"] if rl.get("reward") is not None else []
@@ -102,10 +118,13 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             parts.append(f"completion length {fmt_num(rl['completion_length'])}")
         rows.append(("rl (last)", "   ".join(parts)))
     cause = summary.get("root_cause")
-    if cause and (cause.get("rank") is not None or cause.get("details")):
-        facts = [f"{k} {fmt_num(v) if isinstance(v, float) else v}" for k, v in (cause.get("details") or {}).items()
-                 if v is not None]
-        rows.append(("cause", f"{cause['label']}: " + ", ".join(facts)))
+    if cause:
+        # "group" is how the rule classified the line (launcher, worker, verdict): not a fact for the reader
+        facts = [f"rank {cause['rank']}"] if cause.get("rank") is not None else []
+        facts += [f"{k} {fmt_num(v) if isinstance(v, float) else v}" for k, v in (cause.get("details") or {}).items()
+                  if v is not None and k != "group"]
+        if facts:
+            rows.append(("cause", f"{cause['label']}: " + ", ".join(facts)))
     remedy = (cause or {}).get("remedy") if isinstance(cause, dict) else None
     if isinstance(remedy, dict) and remedy.get("text"):
         rows.append(("fix", f"{remedy['text']} (the command: gputrain logs JOB --fix)"))

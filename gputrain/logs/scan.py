@@ -21,6 +21,7 @@ grew reads only the new bytes.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 from typing import Any
@@ -35,13 +36,15 @@ TAIL_BYTES = 64 << 10
 PROBE_BYTES = 256 << 10
 MAX_CARRY = 64 << 10  # a partial line longer than this is cut (the rest of that line is skipped)
 EXACT_FILE_BYTES = 16 << 20
-SAMPLE_LINES = 128
+SAMPLE_LINES = 48
 LAST_LINES = 16
 DENSITY_WINDOW = 64 << 10
+MAP_MIN_BYTES = 4 << 20  # this many new bytes or more are searched in place (mmap), not copied
 ALWAYS_NEEDLES = (b"{", b"|", b"Traceback (most recent call last)")
 #: Needles switched on when a probe sees them (metric formats without ``{`` or ``|``).
 PROBED_NEEDLES = (b"loss", b"Loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ")
 _TB_START = b"Traceback (most recent call last):"
+Buffer = bytes | bytearray | mmap.mmap
 
 class LogScanner:
     """Running summary of one log file; ``rank`` None means rank 0 or unprefixed lines."""
@@ -101,16 +104,53 @@ class LogScanner:
             raise LogError(f"{self.path}: no such log file") from None
         except OSError as exc:
             raise LogError(f"{self.path}: cannot read log ({exc.strerror})") from None
-        read = 0
-        # One buffer for the whole scan: allocating a fresh 8 MiB object per chunk costs page faults
-        # that, on a busy machine, take as long as the search itself.
-        buf = bytearray(CHUNK_BYTES + MAX_CARRY)
-        with fh, memoryview(buf) as view:
+        with fh:
             st = os.fstat(fh.fileno())
             if st.st_ino != self.inode or st.st_size < self.offset:  # rotated or truncated: start over
                 self.reset()
                 self.inode = st.st_ino
             self.exact = st.st_size <= EXACT_FILE_BYTES
+            if st.st_size - self.offset >= MAP_MIN_BYTES:
+                mapped = self._scan_mapped(fh.fileno(), st.st_size)
+                if mapped is not None:
+                    return mapped
+            return self._scan_read(fh)
+
+    def _scan_mapped(self, fd: int, size: int) -> int | None:
+        """Search the new bytes where the page cache holds them: copying 256 MiB into a buffer cost twice
+        the search itself. One chunk is mapped at a time (the mapped pages count in the resident size).
+        None when the file cannot be mapped (a pipe, a FUSE file...). A file cut shorter *while* a chunk of
+        it is being searched would raise SIGBUS, a risk taken for large stretches only (a growing log's
+        appended bytes are read, not mapped)."""
+        pos = self.offset - len(self.carry)
+        first = True
+        while True:
+            hi = min(size, pos + CHUNK_BYTES)
+            base = pos - pos % mmap.ALLOCATIONGRANULARITY
+            try:
+                view = mmap.mmap(fd, hi - base, access=mmap.ACCESS_READ, offset=base)
+            except (OSError, ValueError) as exc:
+                if first:
+                    return None
+                raise LogError(f"{self.path}: cannot read log ({exc})") from None
+            with view:
+                if first and view[pos - base : self.offset - base] != self.carry:
+                    return None  # rewritten in place: the carried line is not there
+                first = False
+                self._feed(view, hi - base, pos - base)
+            if hi == size:  # what is left is the carried partial line: the next scan completes it
+                break
+            pos = hi - len(self.carry)
+        read = size - self.offset
+        self.offset = size
+        return read
+
+    def _scan_read(self, fh: Any) -> int:
+        read = 0
+        # One buffer for the whole scan: allocating a fresh 8 MiB object per chunk costs page faults
+        # that, on a busy machine, take as long as the search itself.
+        buf = bytearray(CHUNK_BYTES + MAX_CARRY)
+        with memoryview(buf) as view:
             fh.seek(self.offset)
             while True:
                 keep = len(self.carry)
@@ -123,11 +163,10 @@ class LogScanner:
                 self._feed(buf, keep + n)
         return read
 
-    def _feed(self, buf: bytearray, end: int) -> None:
-        """``buf[:end]`` is the carried partial line followed by new bytes."""
-        start = 0
+    def _feed(self, buf: Buffer, end: int, start: int = 0) -> None:
+        """``buf[start:end]`` is the carried partial line followed by new bytes."""
         if self.skipping:  # the rest of an overlong line: drop up to its end
-            newline, cr = buf.find(b"\n", 0, end), buf.find(b"\r", 0, end)
+            newline, cr = buf.find(b"\n", start, end), buf.find(b"\r", start, end)
             cut = min(x for x in (newline, cr, end) if x != -1)
             if cut == end:
                 return
@@ -148,7 +187,7 @@ class LogScanner:
             self.carry = bytes(buf[cut + 1 : end])
         self._scan_lines(buf, start, cut + 1)
 
-    def _scan_lines(self, buf: bytes | bytearray, lo: int, hi: int) -> None:
+    def _scan_lines(self, buf: Buffer, lo: int, hi: int) -> None:
         self._probe(buf, max(lo, hi - PROBE_BYTES), hi)
         pos = buf.find(_TB_START, lo, hi)
         while pos != -1:
@@ -170,16 +209,16 @@ class LogScanner:
                 self._take_line(bytes(buf[start : min(end, start + MAX_CARRY)]))
 
     @staticmethod
-    def _dense(buf: bytes | bytearray, lo: int, hi: int, needles: tuple[bytes, ...]) -> bool:
+    def _dense(buf: Buffer, lo: int, hi: int, needles: tuple[bytes, ...]) -> bool:
         """Do at least a quarter of the lines in ``buf[lo:hi]`` carry a needle?"""
         found: dict[int, int] = {}
         for needle in needles:
             pos = buf.find(needle, lo, hi)
             while pos != -1:
                 pos = buf.find(needle, _line_at(buf, pos, found, lo, hi), hi)
-        return len(found) * 4 > buf.count(b"\n", lo, hi) > 16
+        return len(found) * 4 > buf[lo:hi].count(b"\n") > 16
 
-    def _scan_sampled(self, buf: bytes | bytearray, lo: int, hi: int) -> None:
+    def _scan_sampled(self, buf: Buffer, lo: int, hi: int) -> None:
         """A dense chunk of a large file: lines at evenly spaced offsets, and the chunk's last lines."""
         self.dense_chunks += 1
         starts: set[int] = set()
@@ -203,7 +242,7 @@ class LogScanner:
                 self._take_line(line)
         self.table.skipped += (hi - lo) - read
 
-    def _probe(self, buf: bytes | bytearray, lo: int, hi: int) -> None:
+    def _probe(self, buf: Buffer, lo: int, hi: int) -> None:
         """Switch on a format's needle once a metric line of that format shows up."""
         for needle in PROBED_NEEDLES:
             name = needle.decode("latin-1")
@@ -224,7 +263,7 @@ class LogScanner:
     def _take_line(self, raw: bytes) -> None:
         self.add_record(parse_line(raw.decode("utf-8", "replace")))
 
-    def _take_traceback(self, buf: bytes | bytearray, start: int, hi: int) -> None:
+    def _take_traceback(self, buf: Buffer, start: int, hi: int) -> None:
         """Assemble the traceback that starts at ``start`` (other ranks' lines may interleave)."""
         parser = LogParser(events_only=True)
         end = min(hi, start + 4 * MAX_CARRY)
@@ -340,7 +379,7 @@ class LogScanner:
         return events, tracebacks
 
 
-def _line_at(buf: bytes | bytearray, pos: int, found: dict[int, int], lo: int, hi: int) -> int:
+def _line_at(buf: Buffer, pos: int, found: dict[int, int], lo: int, hi: int) -> int:
     """Record the line (``\\n`` or ``\\r`` delimited) around ``pos``; returns its end."""
     start = buf.rfind(b"\n", lo, pos) + 1 or lo
     end = buf.find(b"\n", pos, hi)

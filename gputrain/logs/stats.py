@@ -8,7 +8,6 @@ A 1 GiB log may hold millions of values; the summary needs first/last/best, a me
 from __future__ import annotations
 
 import bisect
-import statistics
 from typing import Any
 
 from gputrain.logs.catalog import metric_info
@@ -72,6 +71,8 @@ class MetricStats:
         return self.lo if better == "lower" else self.hi if better == "higher" else None
 
     def median(self) -> float:
+        import statistics  # here, not at module level: 10 ms of imports (fractions, decimal) a scan skips
+
         return statistics.median(v for _, v in self.series) if self.series else 0.0
 
     def rescale(self, factor: float) -> None:
@@ -134,7 +135,25 @@ class MetricTable:
             stats = metrics.get(key)
             if stats is None:
                 stats = metrics[key] = MetricStats()
-            stats.add(step, value)
+            count = stats.count
+            # MetricStats.add inlined for the common case (a finite value after the last step): a method call
+            # per value was a quarter of a summary's time. The first value, NaN/Inf and replays take add().
+            if count == 0 or value - value != 0 or step < stats.last[0]:
+                stats.add(step, value)
+                continue
+            point = (step, value)
+            stats.last = point
+            if value < stats.lo[1]:
+                stats.lo = point
+            if value > stats.hi[1]:
+                stats.hi = point
+            if count % stats.stride == 0:
+                series = stats.series
+                series.append(point)
+                if len(series) >= 2 * MAX_POINTS:
+                    del series[1::2]
+                    stats.stride *= 2
+            stats.count = count + 1
 
     def in_steps(self, factor: float | None) -> MetricTable:
         """A copy whose x axis is steps: epochs x ``factor`` (None: the copy keeps epochs)."""

@@ -311,7 +311,7 @@ def _build(
         else []
     )
     result = _read_json(job_dir / "result.json") if job_dir is not None else None
-    return {
+    summary: dict[str, Any] = {
         "version": STATE_VERSION,
         "target": str(path),
         "name": plan.recipe.name if plan else (job_dir.name if job_dir else path.name),
@@ -363,3 +363,7 @@ def _build(
         },
         "updated_at": _iso(now),
     }
+    pod_run = _read_json(job_dir / "runpod.json") if job_dir is not None else None
+    if pod_run and isinstance(pod_run.get("attempts"), list):  # `runpod up --retry`: one pod per attempt
+        summary["runpod"] = {"attempts": [a for a in pod_run["attempts"] if isinstance(a, dict)]}
+    return summary

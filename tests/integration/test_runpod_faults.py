@@ -121,6 +121,14 @@ def test_retry_relaunches_an_evicted_run_from_its_newest_salvaged_checkpoint(fak
     assert f"resumed from {second['resumed_from']}" in log and "step 60/60" in log
     summary = json.loads((job_dir / "summary.json").read_text())
     assert [a["state"] for a in summary["runpod"]["attempts"]] == ["LOST", "COMPLETED"]
+    # The text summary, as written by the run and as `gputrain logs JOB --summary` rebuilds it: one row per pod.
+    shown = subprocess.run([*CLI, "logs", row["job_id"], "--summary"], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=60)
+    for text in ((job_dir / "job_summary.txt").read_text(), shown.stdout):
+        rows = [line for line in text.splitlines() if line.startswith("attempt")]
+        assert len(rows) == 2, text
+        assert f"1: pod {pod['id']} LOST" in rows[0] and "from the start" in rows[0], rows
+        assert " COMPLETED" in rows[1] and f"from checkpoint {second['resumed_from']}" in rows[1], rows
 
 
 def _tmpfs(path: Path, size: str) -> Path:

@@ -51,8 +51,8 @@ def test_giant_line_is_skipped_in_bounded_memory(tmp_path: Path, monkeypatch: py
     carries: list[int] = []
     original = LogScanner._feed
 
-    def watch(self: LogScanner, buf: bytearray, end: int) -> None:
-        original(self, buf, end)
+    def watch(self: LogScanner, buf: bytearray, end: int, start: int = 0) -> None:
+        original(self, buf, end, start)
         carries.append(len(self.carry))
 
     monkeypatch.setattr(LogScanner, "_feed", watch)
@@ -121,3 +121,38 @@ def test_resumed_run_replaying_steps_keeps_one_monotonic_curve() -> None:
     steps = [s for s, _ in stats.series]
     assert steps == sorted(set(steps)) and steps[-1] == 12
     assert dict(stats.series)[6] == 106.0 and stats.last == (12, 112.0)
+
+
+def test_mapped_and_read_scans_agree_and_resume_a_carried_line(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large new stretches are searched in place (mmap), small ones read: same state either way, and the
+    partial last line a mapped scan carries is completed by the next scan (#30)."""
+    monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 128 << 10)
+    body = "".join(f"step {i}/12000 | loss {5 - i / 3000:.4f}\n" if i % 7 else f"NCCL INFO chatter {i}\n"
+                   for i in range(1, 12001))
+    mapped: list[int] = []
+    original = LogScanner._scan_mapped
+
+    def spy(self: LogScanner, fd: int, size: int) -> int | None:
+        mapped.append(size)
+        return original(self, fd, size)
+
+    monkeypatch.setattr(LogScanner, "_scan_mapped", spy)
+    states = []
+    for name, map_min in (("mapped", 256 << 10), ("read", 1 << 40)):
+        monkeypatch.setattr(scan_mod, "MAP_MIN_BYTES", map_min)
+        log = tmp_path / f"{name}.log"
+        log.write_text(body + "step 12001/12002 | lo")  # cut mid-line
+        scanner = LogScanner(log)
+        assert scanner.scan() == log.stat().st_size
+        with log.open("a") as fh:
+            fh.write("ss 1.5\nstep 12002/12002 | loss 1.25\n")
+        scanner = LogScanner.from_json(scanner.to_json())
+        scanner.scan()
+        state = scanner.to_json()
+        state.pop("path"), state.pop("inode")
+        states.append(state)
+    assert len(mapped) == 1  # the first scan of the first file only: the others read their bytes
+    assert states[0] == states[1]
+    assert list(states[0]["table"]["metrics"]["loss"]["last"]) == [12002, 1.25]
+    assert states[0]["table"]["records"] == 12000 - 12000 // 7 + 2
