@@ -62,10 +62,14 @@ def test_a_failed_job_exits_1_and_names_its_own_exit_code(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_selftest_outside_slurm_does_not_print_a_slurm_node(tmp_path: Path) -> None:
-    """#31: "slurm node None" on every CPU hello world."""
+def test_selftest_outside_slurm_does_not_print_a_slurm_node_and_json_is_one_object(tmp_path: Path) -> None:
+    """#31: "slurm node None" on every CPU hello world; `run --json` is one object on stdout (the training's
+    output and the summary on stderr)."""
     proc = subprocess.run([*gputrain_command(), "run", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--gpus", "1",
-                           "--logs-dir", str(tmp_path / "logs")], capture_output=True, text=True,
+                           "--logs-dir", str(tmp_path / "logs"), "--json"], capture_output=True, text=True,
                           env={k: v for k, v in _env(tmp_path).items() if not k.startswith("SLURM_")}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "[selftest] rank 0/1 on " in proc.stdout and "slurm node" not in proc.stdout
+    assert "[selftest] rank 0/1 on " in proc.stderr and "slurm node" not in proc.stderr
+    job = json.loads(proc.stdout)  # the whole of stdout: one object
+    assert (job["job_id"], job["state"], job["exit_code"]) == ("local-1", "COMPLETED", 0), job
+    assert Path(job["job_dir"], "job_summary.txt").is_file() and "error" not in job

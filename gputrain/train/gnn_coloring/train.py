@@ -186,9 +186,11 @@ def finish(
         net.load_state_dict(torch.load(best_path, map_location=ctx.device, weights_only=True))
     settings = GNNColoringAlgorithm.model_validate(algo)
     result: dict[str, Any] = {"steps": step, "best_val_loss": best["val_loss"], "best_step": best["step"]}
-    result.update(report(net, settings, ctx.device))
+    with ctx.phase("GNN report (held-out families, benchmark graphs, searches)"):
+        result.update(report(net, settings, ctx.device))
     if settings.onnx_export:
-        result["onnx"] = export_and_check(net, val[0], settings, ctx.job_dir)
+        with ctx.phase("ONNX export and onnxruntime check"):
+            result["onnx"] = export_and_check(net, val[0], settings, ctx.job_dir)
     test = result["summary"]["test"]
     ctx.metrics.log(
         step,
