@@ -144,7 +144,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     max_steps = train.max_steps or (train.epochs or 1) * (n_rows // train_bs)  # the schema requires one of them
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
 
-    with ctx.phase(f"loading model {ctx.recipe.model.name} (downloaded on first use)"):
+    with ctx.phase(f"loading model {ctx.recipe.model.name}"):
         model, tokenizer, ref, strategy = build_policy(ctx, task)
     ctx.seed_per_rank()
     params = [p for p in model.parameters() if p.requires_grad]
