@@ -68,7 +68,12 @@ def test_a_documented_command_exists_with_its_options(where: str, args: list[str
             assert token.split("=")[0] in known, f"{where}: {command.name} has no option {token}"
 
 
-_RUNS = list({tuple(a): (w, a) for w, a in reversed(COMMANDS) if a[0] in CHEAP and "--probe" not in a
+def _same_run(args: list[str]) -> tuple[str, ...]:
+    """A recipe named by path or by name is the same run (run once)."""
+    return tuple(re.sub(r"^recipes/(\w+)\.yaml$", r"\1", a) for a in args)
+
+
+_RUNS = list({_same_run(a): (w, a) for w, a in reversed(COMMANDS) if a[0] in CHEAP and "--probe" not in a
               and (a[0] != "submit" or "--dry-run" in a) and not any(p in a for p in PLACEHOLDERS)}.values())
 
 
@@ -85,3 +90,10 @@ def test_a_cheap_documented_command_runs(where: str, args: list[str], tmp_path: 
         main(args)
     assert ended.value.code in (0, None), f"{where}: exit {ended.value.code}: {err.getvalue()[-1500:]}"
     assert out.getvalue().strip(), f"{where}: printed nothing"
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
+    broken = [f"{path.name}: {target}" for path in [*DOCS, ROOT / "docs" / "first-hour.md"]
+              for target in re.findall(r"\]\(([^)#\s]+)\)", path.read_text())
+              if "://" not in target and not (path.parent / target).exists()]
+    assert not broken, broken
