@@ -36,7 +36,7 @@ def train(ctx: RunContext) -> int:
     from gputrain.train.math_rl.task import build_math_task
 
     recipe = ctx.recipe
-    with ctx.phase(f"loading data {recipe.data.source}"):
+    with ctx.phase(f"loading data {recipe.data.source}", when=recipe.data.source != "generated"):
         task = build_math_task("grpo_math", DEFAULT_REWARDS, data=recipe.data, model=recipe.model,
                                algo=ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, job_dir=ctx.job_dir)
     ctx.print0(

@@ -87,7 +87,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     task = task_for(algo, recipe.model)
     tok = load_tokenizer(algo.tokenizer, revision=ctx.plan.pinned_commit("model", "gpt2"))
     ctx.print0(f"[diffusion] tokenizer: {tok.name} (vocabulary {tok.vocab_size}, asked {algo.tokenizer})")
-    with ctx.phase(f"loading data {ctx.recipe.data.source}"):
+    with ctx.phase(f"loading data {ctx.recipe.data.source}",
+                   when=ctx.recipe.data.source != "generated"):
         train_rows, val_rows = load_rows(ctx)
     train_x = torch.tensor([task.encode(tok, r) for r in train_rows], dtype=torch.long)
     val_x = torch.tensor([task.encode(tok, r) for r in val_rows], dtype=torch.long)

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from gputrain.contract.needs import BUILTIN_MODELS
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.train.grpo.engines import HFEngine, RolloutEngine, Sampling, VLLMRolloutEngine
@@ -144,7 +145,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     max_steps = train.max_steps or (train.epochs or 1) * (n_rows // train_bs)  # the schema requires one of them
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
 
-    with ctx.phase(f"loading model {ctx.recipe.model.name}"):
+    name = ctx.recipe.model.name
+    with ctx.phase(f"loading model {name}", when=name.lower() not in BUILTIN_MODELS):  # a hub checkpoint
         model, tokenizer, ref, strategy = build_policy(ctx, task)
     ctx.seed_per_rank()
     params = [p for p in model.parameters() if p.requires_grad]

@@ -113,9 +113,13 @@ class RunContext:
             print(*args, **kwargs, flush=True)
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
+    def phase(self, name: str, *, when: bool = True) -> Iterator[None]:
         """A long phase (download, compile, evaluation, report, export): a start and an end line on rank 0,
-        which ``gputrain run`` shows as progress on a terminal (``gputrain.contract.phases``)."""
+        which ``gputrain run`` shows as progress on a terminal (``gputrain.contract.phases``). ``when=False``
+        says nothing (data generated in memory is not a phase worth a line)."""
+        if not when:
+            yield
+            return
         self.print0(phases.start_line(name))
         tic = time.perf_counter()
         yield
