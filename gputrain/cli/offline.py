@@ -51,6 +51,11 @@ def prepare(
     plan, cluster = _plan(recipe, cluster, gpu, set_ or [], preset)
     home = cache_dir_for(plan, cache_dir)
     items = hub_items(plan)
+    if items:
+        from gputrain.cli.extras import require_modules
+
+        require_modules("gputrain prepare", ("huggingface_hub", *(("datasets",) if any(
+            i.kind == "dataset" for i in items) else ())))
     rows = []
     total = 0
     for item in items:

@@ -79,7 +79,9 @@ def _run(recipe: str, gpu: str | None, gpus: int | None, set_: list[str] | None,
                             overrides=list(set_ or []), preset=preset, resume_from=resume_from)
     for warning in planned.warnings:
         warn(warning)
-    _require_training_packages(planned.requests[0].plan.recipe.entrypoint)
+    from gputrain.cli.extras import require_train_extra
+
+    require_train_extra("gputrain run", planned.requests[0].plan.recipe.entrypoint)
 
     def announce(subs: list[Submission]) -> None:
         sub = subs[0]
@@ -112,19 +114,3 @@ def _run(recipe: str, gpu: str | None, gpus: int | None, set_: list[str] | None,
     print(f"job {sub.job_id} {rec.state} (exit code {rc}); folder {sub.job_dir}")
     return job
 
-
-def _require_training_packages(entrypoint: str) -> None:
-    """Before anything is recorded: the interpreter torchrun will start imports what the training needs (after
-    a bare `pip install .`, torch is absent and the job would die at once with a traceback in its log)."""
-    import os
-
-    from gputrain.errors import UserError
-    from gputrain.offline.interpreter import check_interpreter
-
-    python = os.environ.get("PYTHON", sys.executable)
-    missing = check_interpreter(python, entrypoint).missing
-    if missing:
-        raise UserError(f"gputrain run needs the `train` extra: {python} cannot import {', '.join(missing)} "
-                        f"(entrypoint {entrypoint}); install it from the clone: {python} -m pip install "
-                        "'.[train]' (torch first, the build for your machine), or set PYTHON to an interpreter "
-                        "that has it")

@@ -74,10 +74,13 @@ def _plans_without_torch(env_dir: Path, src: Path, env: dict[str, str]) -> None:
     assert absent.returncode != 0 and "No module named 'torch'" in absent.stderr, "torch must be absent here"
     helped = subprocess.run([str(script), "--help"], cwd=src, capture_output=True, text=True, env=env)
     assert helped.returncode == 0 and "plan" in helped.stdout, helped.stderr
-    bare = subprocess.run([str(script), "run", "selftest", "--gpu", "cpu", "--gpus", "2"], cwd=src,
-                          capture_output=True, text=True, env=env)  # the hello world before the `train` extra
-    assert bare.returncode == 2 and "`train` extra" in bare.stderr and "torch" in bare.stderr, bare.stderr
-    assert len(bare.stderr.strip().splitlines()) == 1 and not (src / "logs").exists(), bare.stderr
+    # what needs the `train` extra says so in one line (exit 2), before recording or fetching anything
+    for args, missing in ((["run", "selftest", "--gpu", "cpu", "--gpus", "2"], "torch"),
+                          (["plan", "selftest", "--gpu", "cpu", "--probe"], "torch"),
+                          (["prepare", "grpo_code_mbpp", "--cluster", "supercloud"], "huggingface_hub")):
+        bare = subprocess.run([str(script), *args], cwd=src, capture_output=True, text=True, env=env)
+        assert bare.returncode == 2 and "`train` extra" in bare.stderr and missing in bare.stderr, bare.stderr
+        assert len(bare.stderr.strip().splitlines()) == 1 and not (src / "logs").exists(), bare.stderr
     readme = (src / "README.md").read_text()
     first = readme[readme.index("## First minute"):]
     first = first[: first.index("\n## ", 1)]
