@@ -256,14 +256,20 @@ def logs_command(
         paths = _log_paths(path) if job_dir is None or _has_output(job_dir) else []
         shown: deque[str] = deque(maxlen=200)
 
-        def emit(text: str) -> None:
-            shown.append(text)
-            print(text, flush=True)
+        from gputrain.cli.progress import job_echo
 
-        try:
-            follow_lines(paths, emit, job_finished(job_dir, record), line_filter=line_filter, initial_lines=lines)
-        except KeyboardInterrupt:
-            pass
+        with job_echo(sys.stdout) as echo:  # on a terminal, the phase the job is in (#31)
+
+            def emit(text: str) -> None:
+                shown.append(text)
+                echo.write(text + "\n")
+                echo.flush()
+
+            try:
+                follow_lines(paths, emit, job_finished(job_dir, record), line_filter=line_filter,
+                             initial_lines=lines)
+            except KeyboardInterrupt:
+                pass
         # The job script prints its final summary into the log being followed: do not print it again.
         summary = (summary or job_dir is not None) and not _summary_already_shown(job_dir, shown)
     elif not (summary or as_json or final):

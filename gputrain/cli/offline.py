@@ -44,17 +44,24 @@ def prepare(
       gputrain prepare grpo_code_mbpp --cluster supercloud --set model.name=Qwen/Qwen2.5-Coder-3B-Instruct
     """
     from gputrain.cli.output import progress
+    from gputrain.cli.progress import activity
     from gputrain.offline.needs import hub_items
     from gputrain.offline.prepare import human, prepare_item
 
     plan, cluster = _plan(recipe, cluster, gpu, set_ or [], preset)
     home = cache_dir_for(plan, cache_dir)
     items = hub_items(plan)
+    if items:
+        from gputrain.cli.extras import require_modules
+
+        require_modules("gputrain prepare", ("huggingface_hub", *(("datasets",) if any(
+            i.kind == "dataset" for i in items) else ())))
     rows = []
     total = 0
     for item in items:
-        progress(f"{item.label} ({item.revision}) -> {home}")
-        result = prepare_item(item, home, verify_all=verify, progress=progress)
+        with activity() as say:  # on a terminal, a spinner with the file being fetched and the time it takes
+            say(f"{item.label} ({item.revision}) -> {home}")
+            result = prepare_item(item, home, verify_all=verify, progress=say)
         pinned = result.pinned
         total += pinned.size
         rows.append({"kind": item.kind, "repo": item.repo, "config": item.config, "commit": pinned.commit,

@@ -36,7 +36,10 @@ def run_probe(path: Path, gpu: str | None, kwargs: dict[str, Any], steps: int) -
     plan = make_plan(path, gpu=here.gpu.name, check_memory=False,
                      **{**kwargs, "overrides": overrides, "cluster": None, "target": "local", "nodes": 1})
     from gputrain.backends.base import JobRequest
+    from gputrain.cli.extras import require_train_extra
     from gputrain.cli.launch import launch
+
+    require_train_extra("plan --probe", plan.recipe.entrypoint)
 
     def announce(subs: list[Submission]) -> None:
         print(f"probe: job {subs[0].job_id}, {steps} steps on {here.gpu.name} ({subs[0].job_dir})", file=sys.stderr,

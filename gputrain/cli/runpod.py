@@ -69,6 +69,8 @@ def up(
                              "is not a terminal)"),
     retry: int = typer.Option(0, "--retry", help="relaunch an evicted pod's run this many times, each on a new "
                               "pod from the newest salvaged checkpoint", min=0),
+    json_: bool = typer.Option(False, "--json", help="the training's output on stderr; one object on stdout "
+                               "(job_id, job_dir, state, exit_code, pod_id, salvaged)"),
 ) -> None:
     """Create a pod, train on it detached, download the results and terminate it.
 
@@ -111,8 +113,23 @@ def up(
         for warning in planned.warnings:
             warn(warning)
 
-    launched = launch(backend, planned.requests, follow=True, announce=announce)
-    _exit_for(launched.submissions[0].extra["outcome"], logs_dir)
+    from gputrain.cli.job_json import emit, job_object, stdout_to_stderr
+    from gputrain.errors import JobFailedError
+
+    with stdout_to_stderr(json_):
+        launched = launch(backend, planned.requests, follow=True, announce=announce)
+    sub = launched.submissions[0]
+    outcome = sub.extra["outcome"]
+    if not json_:
+        _exit_for(outcome, logs_dir)
+        return
+    job = job_object(sub.job_id, outcome.job_dir or sub.job_dir, outcome.state, outcome.exit_code,
+                     pod_id=outcome.pod_id, salvaged=list(outcome.salvaged), pod_live=outcome.pod_live)
+    try:
+        _exit_for(outcome, logs_dir)
+    except JobFailedError as exc:
+        emit(job, error=exc.message, exit_code=exc.exit_code)
+    emit(job)
 
 
 def _shown(plan_line: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputrain import __version__
+from gputrain.contract.needs import hub_items
 from gputrain.errors import RenderError
 from gputrain.render.allocator_env import launch_env
 from gputrain.resources import templates_dir
@@ -148,8 +149,11 @@ def environment(directory: str | None = None) -> jinja2.Environment:
 
 
 #: Secrets a feature needs, and whether a plan turns that feature on: ``gputrain run`` (launch.sh) does not
-#: warn about a secret its job does not use (a CPU toy run without W&B).
-_SECRET_USERS: dict[str, Callable[[JobPlan], bool]] = {"WANDB_API_KEY": lambda plan: plan.recipe.tracking.wandb}
+#: warn about a secret its job does not use (a CPU toy run without W&B, or one that downloads nothing).
+_SECRET_USERS: dict[str, Callable[[JobPlan], bool]] = {
+    "WANDB_API_KEY": lambda plan: plan.recipe.tracking.wandb,
+    "HF_TOKEN": lambda plan: bool(hub_items(plan)),
+}
 
 
 def _secret_used(name: str, plan: JobPlan) -> bool:

@@ -81,8 +81,9 @@ def train(ctx: RunContext) -> int:
     algo = ctx.algorithm(GDPOAlgorithm)  # the plan holds normalize_then_sum: the entry rewrites nothing
     source = recipe.data.source
     gsm_like = source == "generated" or "gsm8k" in source.lower()
-    task = build_math_task("gdpo", GSM8K_REWARDS if gsm_like else BOXED_REWARDS, data=recipe.data,
-                           model=recipe.model, algo=algo, seed=ctx.seed, job_dir=ctx.job_dir)
+    with ctx.phase(f"loading data {source}", when=source != "generated"):
+        task = build_math_task("gdpo", GSM8K_REWARDS if gsm_like else BOXED_REWARDS, data=recipe.data,
+                               model=recipe.model, algo=algo, seed=ctx.seed, job_dir=ctx.job_dir)
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
     tracker = ResolutionTracker(ctx, task.score, algo.num_generations, weights)
     task.plain_score, task.score = task.score, tracker

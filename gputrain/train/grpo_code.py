@@ -119,8 +119,9 @@ def main(ctx: RunContext) -> int:
     from gputrain.train.grpo.trainer import train_grpo
 
     data = ctx.recipe.data
-    task = build_code_task(data, ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, world_size=ctx.world_size,
-                           revision=ctx.plan.pinned_commit("dataset", data.source.partition(":")[0]))
+    with ctx.phase(f"loading data {data.source}", when=data.source != "generated"):
+        task = build_code_task(data, ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, world_size=ctx.world_size,
+                               revision=ctx.plan.pinned_commit("dataset", data.source.partition(":")[0]))
     sandbox = task.report["sandbox"]
     ctx.print0(f"[grpo_code] sandbox isolation: {sandbox['level']} ({', '.join(sandbox['layers'])})")
     return train_grpo(ctx, task)

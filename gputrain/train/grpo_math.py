@@ -36,8 +36,9 @@ def train(ctx: RunContext) -> int:
     from gputrain.train.math_rl.task import build_math_task
 
     recipe = ctx.recipe
-    task = build_math_task("grpo_math", DEFAULT_REWARDS, data=recipe.data, model=recipe.model,
-                           algo=ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, job_dir=ctx.job_dir)
+    with ctx.phase(f"loading data {recipe.data.source}", when=recipe.data.source != "generated"):
+        task = build_math_task("grpo_math", DEFAULT_REWARDS, data=recipe.data, model=recipe.model,
+                               algo=ctx.algorithm(GRPOAlgorithm), seed=ctx.seed, job_dir=ctx.job_dir)
     ctx.print0(
         f"[grpo_math] {len(task.train_rows)} training / {len(task.eval_rows)} eval problems, "
         f"rewards {', '.join(task.reward_names)}"

@@ -100,7 +100,8 @@ def main(ctx: RunContext) -> int:
                    f"{r['device']})")
     check_all_reduce(ctx)
     ctx.print0(f"[selftest] all-reduce correct on {ctx.world_size} rank(s)")
-    bw = bandwidth(ctx, list(algo.sizes_mib), algo.iterations)
+    with ctx.phase("all-reduce bandwidth"):
+        bw = bandwidth(ctx, list(algo.sizes_mib), algo.iterations)
 
     total = ctx.recipe.train.max_steps or 1  # a recipe giving train.epochs only: one checked step
     pause = algo.sleep_seconds / total

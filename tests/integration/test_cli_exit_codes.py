@@ -51,21 +51,15 @@ def test_unreachable_controller_exits_1(unreachable_slurm: Path, tmp_path: Path)
 
 
 def test_a_failed_job_exits_1_and_names_its_own_exit_code(tmp_path: Path) -> None:
+    """With --json (#31): one object on stdout naming the job, its state and exit code, the error in it; the
+    training's output on stderr. ("slurm node None" on the hello world: tests/integration/test_first_hour.py.)"""
     require_tool("bash")
     proc = subprocess.run([*gputrain_command(), "run", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--gpus", "1",
-                           "--set", "algorithm.fail=true", "--logs-dir", str(tmp_path / "logs")],
+                           "--set", "algorithm.fail=true", "--logs-dir", str(tmp_path / "logs"), "--json"],
                           env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: job local-1 FAILED (exit code 1)"), proc.stderr[-2000:]
-    assert "selftest failing on purpose" in proc.stdout  # the training's own output stays on stdout
-
-
-@pytest.mark.slow
-def test_selftest_outside_slurm_does_not_print_a_slurm_node(tmp_path: Path) -> None:
-    """#31: "slurm node None" on every CPU hello world."""
-    proc = subprocess.run([*gputrain_command(), "run", str(RECIPES / "selftest.yaml"), "--gpu", "cpu", "--gpus", "1",
-                           "--logs-dir", str(tmp_path / "logs")], capture_output=True, text=True,
-                          env={k: v for k, v in _env(tmp_path).items() if not k.startswith("SLURM_")}, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "[selftest] rank 0/1 on " in proc.stdout and "slurm node" not in proc.stdout
+    job = json.loads(proc.stdout)  # the whole of stdout: one object
+    assert (job["job_id"], job["state"], job["exit_code"]) == ("local-1", "FAILED", 1), job
+    assert job["error"]["message"].startswith("job local-1 FAILED (exit code 1); folder "), job
+    assert job["error"]["exit_code"] == 1 and Path(job["job_dir"], "job_summary.txt").is_file()
+    assert "selftest failing on purpose" in proc.stderr  # the training's own output, moved off stdout

@@ -97,12 +97,15 @@ def test_up_end_to_end_trains_downloads_and_terminates(fake, tmp_path):
         [*CLI, "runpod", "up", str(recipe), "--gpu", "cpu", "--gpus", "2", "--yes",
          "--image", "me/gputrain:test", "--data", str(data), "--poll", "0.05", "--ready-timeout", "60",
          "--logs-dir", str(tmp_path / "logs"), "--remote-dir", str(tmp_path / "remote"),
-         "--set", "secrets=[WANDB_API_KEY]"],
+         "--set", "secrets=[WANDB_API_KEY]", "--json"],
         capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     (job_dir,) = (tmp_path / "logs").iterdir()
+    job = json.loads(proc.stdout)  # --json (#31): the whole of stdout is one object, the log went to stderr
+    assert (job["state"], job["exit_code"], job["job_dir"]) == ("COMPLETED", 0, str(job_dir)), job
+    assert job["job_id"] and job["pod_id"] and job["pod_live"] is False
     assert (job_dir / "result.json").is_file(), sorted(p.name for p in job_dir.iterdir())
     if recipe.name == "gnn_coloring.yaml":
         assert (job_dir / "model.onnx").is_file() and (job_dir / "metrics.jsonl").is_file()

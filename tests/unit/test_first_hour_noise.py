@@ -78,3 +78,16 @@ def test_a_run_without_wandb_is_not_warned_about_its_key() -> None:
     assert "WANDB_API_KEY" not in quiet
     logged = make_plan(RECIPES / "bd3lm_gsm8k.yaml", gpu="cpu", gpus_per_node=2, overrides=["tracking.wandb=true"])
     assert "secret WANDB_API_KEY is not set" in render_artifacts(logged)["launch.sh"]
+
+
+def test_a_run_that_downloads_nothing_is_not_warned_about_hf_token() -> None:
+    """#31: "secret HF_TOKEN is not set" on CPU toy runs of the RL recipes (tiny built-in model, no hub data)."""
+    from gputrain.planner import make_plan
+    from gputrain.render import render_artifacts
+    from tests.conftest import RECIPES
+
+    toy = make_plan(RECIPES / "grpo_math_fsdp.yaml", gpu="cpu", gpus_per_node=2)
+    assert "HF_TOKEN" not in render_artifacts(toy)["launch.sh"]
+    hub = make_plan(RECIPES / "grpo_math_fsdp.yaml", gpu="cpu", gpus_per_node=2,
+                    overrides=["model.name=Qwen/Qwen2.5-0.5B-Instruct"])
+    assert "secret HF_TOKEN is not set" in render_artifacts(hub)["launch.sh"]

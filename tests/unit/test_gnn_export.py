@@ -7,6 +7,8 @@ export now uses a sorted-segment aggregation with no scatter (``aggregate.py``).
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +23,40 @@ from gputrain.train.gnn_coloring.graphs import Graph, benchmark, erdos_renyi, fe
 from gputrain.train.gnn_coloring.model import ColoringGNN  # noqa: E402
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+_NOISE: dict[str, list[str]] = {}
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[ColoringGNN, Path]:
     torch.manual_seed(0)
     model = ColoringGNN(in_dim=10, hidden=32, layers=4, num_colors=16).eval()
     example = featurize(benchmark("myciel3"), 16, 8, 0)
     path = tmp_path_factory.mktemp("onnx") / "model.onnx"
-    export_onnx(model, example.x, example.edge_index(), path)
+    records = _Records()  # on torch's root logger: a record the exporter's own logger lets through reaches it
+    logging.getLogger("torch").addHandler(records)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            export_onnx(model, example.x, example.edge_index(), path)
+    finally:
+        logging.getLogger("torch").removeHandler(records)
+    _NOISE.update(logs=records.messages, warnings=[f"{w.category.__name__}: {w.message}" for w in caught])
     return model, path
+
+
+def test_the_export_prints_no_torchvision_lines_and_no_leafspec_futurewarning(exported) -> None:
+    """#31: four "torchvision is not installed" lines and torch's own FutureWarning on every GNN run."""
+    assert not [m for m in _NOISE["logs"] if "torchvision" in m], _NOISE["logs"]
+    assert not [w for w in _NOISE["warnings"] if "LeafSpec" in w], _NOISE["warnings"]
 
 
 def _large_graph(n: int, seed: int) -> Graph:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from gputrain.atomic import write_atomic
+from gputrain.contract import phases
 from gputrain.contract.kernels import KernelRequest
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
@@ -86,7 +87,9 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     task = task_for(algo, recipe.model)
     tok = load_tokenizer(algo.tokenizer, revision=ctx.plan.pinned_commit("model", "gpt2"))
     ctx.print0(f"[diffusion] tokenizer: {tok.name} (vocabulary {tok.vocab_size}, asked {algo.tokenizer})")
-    train_rows, val_rows = load_rows(ctx)
+    with ctx.phase(f"loading data {ctx.recipe.data.source}",
+                   when=ctx.recipe.data.source != "generated"):
+        train_rows, val_rows = load_rows(ctx)
     train_x = torch.tensor([task.encode(tok, r) for r in train_rows], dtype=torch.long)
     val_x = torch.tensor([task.encode(tok, r) for r in val_rows], dtype=torch.long)
     device, layout, schedule = ctx.device, task.layout, LogLinearSchedule(algo.noise_eps)
@@ -177,6 +180,9 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     tic, seen = time.perf_counter(), 0
     warm_up = True  # the first step in this process: compile (when on) and allocator warm-up, timed on its own
     startup: float | None = None
+    first_phase = f"first step (compile {'on' if kernels.compile else 'off'} + warm-up)"
+    if step < total:
+        ctx.print0(phases.start_line(first_phase))  # its end is printed with the first step's time
     while step < total:
         total_loss, seg_acc = 0.0, {k: 0.0 for k in layout.segments}
         for micro in range(accum):
@@ -198,6 +204,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
             first_loss = state["first_loss"] = total_loss
         if warm_up:  # excluded from the step time and throughput: a start-up cost, logged as its own phase
             warm_up, startup = False, time.perf_counter() - tic  # logged with the next record (same lines)
+            ctx.print0(phases.end_line(first_phase, startup))
             ctx.print0(f"[{task.name}] first step (compile {'on' if kernels.compile else 'off'} + warm-up): "
                        f"{startup:.1f} s, not counted in the step time")
             if step % log_every and step != total:  # else this step's own record carries it
@@ -222,14 +229,17 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
             ctx.print0(f"[{task.name}] step {step}/{total} " + " ".join(f"{k}={v:.4g}" for k, v in rec.items()))
             tic, seen = time.perf_counter(), 0
         if eval_every and step % int(eval_every) == 0 and step < total:
-            ctx.metrics.log(step, **(ev := evaluate()))
+            with ctx.phase(f"evaluation at step {step}"):
+                ev = evaluate()
+            ctx.metrics.log(step, **ev)
             ctx.print0(f"[{task.name}] eval step {step} " + " ".join(f"{k}={v:.4g}" for k, v in ev.items()))
         if ctx.should_stop():  # after the step's evaluation: it may move the clip window the next steps use
             ctx.exit_for_requeue(step, state)
         if save_every and step % int(save_every) == 0:
             ctx.checkpoints.save(step, state)
 
-    final = evaluate()
+    with ctx.phase("final evaluation"):
+        final = evaluate()
     ctx.metrics.log(step, **final)
     ctx.print0(f"[{task.name}] final " + " ".join(f"{k}={v:.4g}" for k, v in final.items()))
     if train.save_every:

@@ -10,8 +10,12 @@ default session options (all intra-op threads: where the scatter raced) several 
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +27,39 @@ from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
 from gputrain.train.gnn_coloring.graphs import Graph, featurize, sparse_random
 from gputrain.train.gnn_coloring.model import ColoringGNN
 
+#: The exporter's own noise, silenced by name around the export only (#31): its op registry logs one warning per
+#: torchvision operator it skips when torchvision is absent (the GNN uses none), and torch's pytree warns that the
+#: exporter itself still tests ``isinstance(treespec, LeafSpec)``. Any other warning or log line still shows.
+_REGISTRY_LOGGER = "torch.onnx._internal.exporter._registration"
+_SKIPPED_TORCHVISION = "torchvision is not installed"
+_LEAFSPEC_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+
+
+class _DropSkippedTorchvision(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_SKIPPED_TORCHVISION)
+
+
+@contextmanager
+def exporter_noise_silenced() -> Iterator[None]:
+    """The two known lines of exporter noise dropped, nothing else."""
+    logger = logging.getLogger(_REGISTRY_LOGGER)
+    drop = _DropSkippedTorchvision()
+    logger.addFilter(drop)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_LEAFSPEC_WARNING, category=FutureWarning)
+            yield
+    finally:
+        logger.removeFilter(drop)
+
 
 def export_onnx(model: ColoringGNN, example_x: torch.Tensor, example_ei: torch.Tensor, path: Path) -> None:
+    with exporter_noise_silenced():
+        _export_onnx(model, example_x, example_ei, path)
+
+
+def _export_onnx(model: ColoringGNN, example_x: torch.Tensor, example_ei: torch.Tensor, path: Path) -> None:
     model = copy.deepcopy(model).cpu().float().eval()
     model.segment_aggregation = True  # no ScatterND in the graph (aggregate.py says why)
     nodes = torch.export.Dim("nodes", min=2)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from gputrain.contract import phases
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
 from gputrain.train.gnn_coloring.evaluate import report
 from gputrain.train.gnn_coloring.export import export_and_check
@@ -86,7 +87,9 @@ def train(ctx: RunContext) -> int:
         bool(algo["chromatic_head"]),
     ).to(ctx.device)
     ctx.print0(f"[gnn] parameters: {sum(p.numel() for p in net.parameters()):,}")
-    model = ctx.compile(ctx.wrap_ddp(net))
+    wrapped = ctx.wrap_ddp(net)
+    model = ctx.compile(wrapped)
+    compiling = model is not wrapped  # torch.compile runs in the first step: announced as a phase (#31)
     ctx.seed_per_rank()
     opt = torch.optim.AdamW(
         net.parameters(),
@@ -125,9 +128,15 @@ def train(ctx: RunContext) -> int:
         sampler.set_epoch(epoch)
         for i, batch in enumerate(itertools.islice(loader, skip, None), start=skip):
             batch = batch.to(ctx.device)
+            if compiling:
+                ctx.print0(phases.start_line("first step (torch.compile)"))
+                compile_tic = time.perf_counter()
             with ctx.autocast():
                 loss, parts = batch_loss(model, batch, algo)
             grad_norm = ctx.optimizer_step(loss, opt, net.parameters())
+            if compiling:
+                ctx.print0(phases.end_line("first step (torch.compile)", time.perf_counter() - compile_tic))
+                compiling = False
             sched.step()
             step += 1
             window_graphs += batch.num_graphs
@@ -186,9 +195,11 @@ def finish(
         net.load_state_dict(torch.load(best_path, map_location=ctx.device, weights_only=True))
     settings = GNNColoringAlgorithm.model_validate(algo)
     result: dict[str, Any] = {"steps": step, "best_val_loss": best["val_loss"], "best_step": best["step"]}
-    result.update(report(net, settings, ctx.device))
+    with ctx.phase("GNN report (held-out families, benchmark graphs, searches)"):
+        result.update(report(net, settings, ctx.device))
     if settings.onnx_export:
-        result["onnx"] = export_and_check(net, val[0], settings, ctx.job_dir)
+        with ctx.phase("ONNX export and onnxruntime check"):
+            result["onnx"] = export_and_check(net, val[0], settings, ctx.job_dir)
     test = result["summary"]["test"]
     ctx.metrics.log(
         step,

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from gputrain.contract.needs import BUILTIN_MODELS
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.train.grpo.engines import HFEngine, RolloutEngine, Sampling, VLLMRolloutEngine
@@ -144,7 +145,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     max_steps = train.max_steps or (train.epochs or 1) * (n_rows // train_bs)  # the schema requires one of them
     weights = list(algo.reward_weights or [1.0] * len(task.reward_names))
 
-    model, tokenizer, ref, strategy = build_policy(ctx, task)
+    name = ctx.recipe.model.name
+    with ctx.phase(f"loading model {name}", when=name.lower() not in BUILTIN_MODELS):  # a hub checkpoint
+        model, tokenizer, ref, strategy = build_policy(ctx, task)
     ctx.seed_per_rank()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=train.learning_rate, weight_decay=train.weight_decay)
@@ -218,13 +221,15 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             )
 
         if train.eval_every and step % int(train.eval_every) == 0 and step < max_steps:
-            last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops)
+            with ctx.phase(f"evaluation at step {step}"):
+                last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops)
         if ctx.should_stop():
             ctx.exit_for_requeue(step, state())
         if train.save_every and step % int(train.save_every) == 0:
             ctx.checkpoints.save(step, state())
 
-    last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops, flags_out=hacking)
+    with ctx.phase("final evaluation"):
+        last_eval = evaluate(ctx, model, tokenizer, task, algo, step, fmt, stops, flags_out=hacking)
     if train.save_every:
         ctx.checkpoints.save(step, state())
     exported = export_policy(model, tokenizer, ctx.job_dir, is_main=ctx.is_main)  # collective

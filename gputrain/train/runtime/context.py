@@ -15,7 +15,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -24,6 +24,7 @@ import torch
 from pydantic import BaseModel
 
 from gputrain.atomic import write_atomic
+from gputrain.contract import phases
 from gputrain.contract.jobstate import CANCELLED_MARKER
 from gputrain.contract.plan import JobPlan, load_job_plan
 from gputrain.errors import GputrainError
@@ -110,6 +111,19 @@ class RunContext:
     def print0(self, *args: Any, **kwargs: Any) -> None:
         if self.is_main:
             print(*args, **kwargs, flush=True)
+
+    @contextmanager
+    def phase(self, name: str, *, when: bool = True) -> Iterator[None]:
+        """A long phase (download, compile, evaluation, report, export): a start and an end line on rank 0,
+        which ``gputrain run`` shows as progress on a terminal (``gputrain.contract.phases``). ``when=False``
+        says nothing (data generated in memory is not a phase worth a line)."""
+        if not when:
+            yield
+            return
+        self.print0(phases.start_line(name))
+        tic = time.perf_counter()
+        yield
+        self.print0(phases.end_line(name, time.perf_counter() - tic))
 
     def seed_per_rank(self, offset: int = 0) -> None:
         """Different RNG streams per rank (dropout, sampling) after identical model initialisation."""
