@@ -22,6 +22,9 @@ import torch.distributed as dist
 
 
 def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    get_base = getattr(model, "get_base_model", None)  # a peft LoRA policy: the transformers model inside
+    if callable(get_base):
+        model = get_base()
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None:

@@ -32,6 +32,7 @@ from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.train.grpo.engines import HFEngine, RolloutEngine, Sampling, VLLMRolloutEngine
 from gputrain.train.grpo.export import MODEL_DIR, export_policy
 from gputrain.train.grpo.independence import independence_flags, prompt_independence
+from gputrain.train.grpo.lora import AdapterOffReference, apply_lora
 from gputrain.train.grpo.phases import Policy, rollout_phase, step_metrics, update_phase
 from gputrain.train.grpo.policy import (
     build_model,
@@ -85,13 +86,15 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
     model = build_model(recipe.model, tokenizer, attention=recipe.train.attention, seed=ctx.seed,
                         revision=revision)
     model.to(ctx.device)
+    lora = recipe.model.lora_rank is not None
     ref = None
-    if algo.beta > 0:
+    if algo.beta > 0 and not lora:  # LoRA: the policy with its adapters off, once wrapped (below)
         ref = copy.deepcopy(model).eval().requires_grad_(False)
         if ctx.precision.name != "fp32":
             ref.to(ctx.precision.dtype)
     if recipe.train.gradient_checkpointing:
         enable_gradient_checkpointing(model)
+    model = apply_lora(model, recipe.model)  # after checkpointing: peft wraps the layers it configured
     if recipe.train.compile:
         ctx.print0(f"[grpo] {compile_layers(model, ctx.device)}")
     strategy = recipe.distributed.strategy
@@ -110,6 +113,8 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
             ctx.print0("[grpo] warning: the GRPO core has no DeepSpeed path; running DDP (see result.json)")
         model = apply_ddp(model, ctx.device)
         in_effect = "ddp"
+    if lora and algo.beta > 0:
+        ref = AdapterOffReference(model)
     return model, tokenizer, ref, in_effect
 
 
