@@ -81,3 +81,15 @@ def test_adapters_train_base_stays_reference_is_the_base_and_export_merges(tmp_p
         assert torch.allclose(got, after, atol=1e-5), (got - after).abs().max()
         again = PeftModel.from_pretrained(plain, tmp_path / "adapter").eval()  # adapters alone, onto the base
         assert torch.equal(completion_logprobs(again, input_ids, attn, 3), after)
+
+
+def test_lora_launches_for_the_rl_trainings_and_stays_plan_only_elsewhere() -> None:
+    from gputrain.planner.resolve import make_plan
+    from gputrain.recipe.plan_only import plan_only_fields
+
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    for rl in ("grpo_math_fsdp.yaml", "gdpo_deepscaler.yaml", "grpo_code_mbpp.yaml"):
+        plan = make_plan(recipes / rl, gpu="cpu", gpus_per_node=2, overrides=["model.lora_rank=8"])
+        assert plan.recipe.model.lora_rank == 8 and plan_only_fields(plan.recipe) == [], rl
+    other = make_plan(recipes / "selftest.yaml", gpu="cpu", overrides=["model.lora_rank=8"])
+    assert plan_only_fields(other.recipe) == ["model.lora_rank"]

@@ -48,6 +48,20 @@ def apply_lora(model: Any, spec: ModelSpec) -> Any:
     return get_peft_model(model, config)
 
 
+def lora_report(model: torch.nn.Module, spec: ModelSpec) -> dict[str, Any] | None:
+    """What ``result.json`` says about LoRA (None without it); counted before any sharding."""
+    if spec.lora_rank is None:
+        return None
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    peft = peft_model(model)
+    targets = sorted(peft.peft_config["default"].target_modules) if peft is not None else None
+    return {"rank": spec.lora_rank, "alpha": spec.lora_alpha, "dropout": spec.lora_dropout,
+            "target_modules": targets, "trainable_params": trainable, "frozen_params": total - trainable,
+            "reference": "the base model (adapters disabled)",
+            "export": f"merged in model/, adapters in {ADAPTER_DIR}/"}
+
+
 def peft_model(model: torch.nn.Module) -> Any | None:
     """The ``PeftModel`` inside a DDP wrapper (or ``model`` itself), None when the policy has no adapters."""
     from peft import PeftModel
