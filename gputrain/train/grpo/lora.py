@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from gputrain.errors import GputrainError
 from gputrain.recipe.schema import ModelSpec
 
 ADAPTER_DIR = "adapter"
@@ -31,7 +32,10 @@ def lora_config(spec: ModelSpec) -> Any | None:
     """The ``peft.LoraConfig`` the recipe asks for, or None without ``model.lora_rank``."""
     if spec.lora_rank is None:
         return None
-    from peft import LoraConfig
+    try:
+        from peft import LoraConfig
+    except ImportError:
+        raise GputrainError("model.lora_rank: LoRA needs the peft library (pip install 'gputrain[train]')") from None
 
     return LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha, lora_dropout=spec.lora_dropout,
                       target_modules=list(spec.lora_target_modules) if spec.lora_target_modules else None,
