@@ -93,3 +93,13 @@ def test_lora_launches_for_the_rl_trainings_and_stays_plan_only_elsewhere() -> N
         assert plan.recipe.model.lora_rank == 8 and plan_only_fields(plan.recipe) == [], rl
     other = make_plan(recipes / "selftest.yaml", gpu="cpu", overrides=["model.lora_rank=8"])
     assert plan_only_fields(other.recipe) == ["model.lora_rank"]
+
+
+def test_planner_prices_no_reference_copy_under_lora() -> None:
+    """The trainer's LoRA reference is the policy with adapters off: the plan holds no second set of weights."""
+    from gputrain.planner.resolve import make_plan
+
+    math = Path(__file__).resolve().parents[2] / "recipes" / "grpo_math_fsdp.yaml"
+    full = make_plan(math, gpu="H100", check_memory=False).estimate.memory_breakdown
+    lora = make_plan(math, gpu="H100", overrides=["model.lora_rank=16"], check_memory=False).estimate.memory_breakdown
+    assert full["reference_model"] > 0 and "reference_model" not in lora
