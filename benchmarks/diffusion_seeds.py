@@ -11,8 +11,9 @@ Run the README command once per seed, then score every finished job the same way
 (seeded by the run's seed; the zero-initialised head makes it uniform over the 257 non-mask bytes, so every
 seed starts at the same figure). Both scored on one fixed held-out set (256 generated problems from a seed no
 run trains on) with the same t and mask draws: the val NELBO per real token, t over [0.001, 1]. Prints one
-markdown row per seed and the criterion of issue 29: mean gain more than twice the spread (max − min) of the
-gains between seeds.
+markdown row per seed and the criteria of issue 29: mean gain more than twice the spread (max − min) of the
+gains between seeds, and every model below the best constant answer — for a NELBO, the best context-free
+predictor: the eval rows' own byte frequencies at every masked position (scored by the same evaluator).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 from gputrain.train.diffusion.data import ByteTokenizer, Segment, encode_fixed, generate_problems
 from gputrain.train.diffusion.evaluation import heldout_nelbo
@@ -29,6 +31,25 @@ from gputrain.train.diffusion.export import load_pretrained
 from gputrain.train.diffusion.model import DiT
 
 EVAL_SEED, EVAL_ROWS, BATCH, BATCHES = 424242, 256, 16, 16
+
+
+def unigram(val: Any, eos_id: int, vocab: int, layout: Any) -> Any:
+    """The best context-free predictor: the eval rows' own byte frequencies (real tokens) at every position."""
+    import torch
+
+    from gputrain.train.diffusion.objective import real_tokens
+
+    real = real_tokens(val, layout, eos_id)
+    counts = torch.bincount(val[:, layout.noisy_pos][real], minlength=vocab).double() + 1e-9
+    log_p = (counts / counts.sum()).log().float()
+
+    class Unigram(torch.nn.Module):
+        def forward(self, tokens: Any, *args: Any, head_len: int | None = None, head_rows: Any = None,
+                    **kwargs: Any) -> tuple[Any, list[Any]]:
+            rows = int(head_rows.sum()) if head_rows is not None else tokens.shape[0] * (head_len or 1)
+            return log_p.expand(rows, vocab).clone(), []
+
+    return Unigram()
 
 
 def score(job: Path) -> dict[str, float]:
@@ -46,7 +67,10 @@ def score(job: Path) -> dict[str, float]:
     scorer = pre.scorer()
     before = heldout_nelbo(scorer, init, val, BATCH, BATCHES, seed=0)["nelbo"]
     after = heldout_nelbo(scorer, pre.model, val, BATCH, BATCHES, seed=0)["nelbo"]
+    const = unigram(val, pre.eos_id, pre.model.cfg.vocab_size, pre.layout)
+    best_constant = heldout_nelbo(scorer, const, val, BATCH, BATCHES, seed=0)["nelbo"]
     return {"seed": seed, "before": before, "after": after, "gain": before - after, "steps": result["steps"],
+            "unigram": best_constant,
             "run_val_nelbo": result["val_nelbo"]}
 
 
@@ -55,14 +79,17 @@ def main() -> int:
     parser.add_argument("jobs", nargs="+", type=Path)
     args = parser.parse_args()
     rows = sorted((score(j) for j in args.jobs), key=lambda r: r["seed"])
-    print("| seed | steps | before (init) | after (exported EMA model) | gain | run's own val_nelbo |")
-    print("|---|---|---|---|---|---|")
+    print("| seed | steps | before (init) | after (exported EMA model) | gain | best constant (unigram) | "
+          "run's own val_nelbo |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['seed']} | {r['steps']} | {r['before']:.3f} | {r['after']:.3f} | {r['gain']:.3f} | "
-              f"{r['run_val_nelbo']:.3f} |")
+              f"{r['unigram']:.3f} | {r['run_val_nelbo']:.3f} |")
     gains = [r["gain"] for r in rows]
     mean, spread = statistics.mean(gains), max(gains) - min(gains)
     met = len(gains) >= 3 and mean > 2 * spread
+    below = all(r["after"] < r["unigram"] for r in rows)
+    print(f"\nevery seed below the best constant (unigram) predictor: {'yes' if below else 'NO'}")
     print(f"\nmean gain {mean:.3f} nats, spread {spread:.3f}: criterion (mean > 2 x spread, 3 seeds) "
           f"{'met' if met else 'NOT met'}")
     return 0
