@@ -111,7 +111,6 @@ def save_lora_export(full_state: dict[str, torch.Tensor], peft: Any, model_dir: 
 
     live = peft.get_base_model()
     lora = copy.deepcopy(peft.peft_config["default"])
-    lora.inference_mode = True
     with torch.device("meta"):
         fresh = get_peft_model(AutoModelForCausalLM.from_config(copy.deepcopy(live.config), dtype=torch.float32),
                                lora)
