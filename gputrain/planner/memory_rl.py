@@ -84,7 +84,8 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                            "train.batch_size", phase="train",
                            note=f"full-size gradients while accumulating {s.micro_per_update} micro-batches "
                            "(FSDP2 with sync off, as the trainer runs it)"))
-    if algo.beta > 0 and params and not recipe.memory.reference_on_host:
+    if algo.beta > 0 and params and not recipe.memory.reference_on_host and not model.lora_rank:
+        # LoRA: the reference is the base with its adapters off (no copy)
         terms.append(_term("reference_model", params * half / lay.weights_shard / lay.model_parallel,
                            "algorithm.beta=0", note="frozen reference in the compute dtype"))
     if s.engine == "vllm" and not hw.gpu.is_cpu:

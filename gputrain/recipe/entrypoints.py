@@ -45,7 +45,7 @@ ENTRYPOINTS: dict[str, Entrypoint] = {
         "gputrain.train.gnn_coloring",
         "gputrain.recipe.algorithms.gnn_coloring:GNNColoringAlgorithm",
         "GNN graph colouring (Potts loss), DDP, ONNX export",
-        workload="gnn", packages=("torch", "networkx", "onnx", "onnxruntime"),
+        workload="gnn", packages=("torch", "networkx", "onnx", "onnxruntime", "safetensors"),
     ),
     "bd3lm": Entrypoint(
         "gputrain.train.bd3lm",

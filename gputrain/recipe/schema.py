@@ -60,7 +60,12 @@ class ModelSpec(Strict):
         default=None, gt=0, description="mixture-of-experts: parameters active per token (compute); params is "
         "the total (memory)")
     lora_rank: int | None = Field(default=None, gt=0, description="train low-rank adapters of this rank on "
-                                  "the frozen model (plan-only: the trainers train every weight)")
+                                  "the frozen model (peft LoRA; the RL trainings; TRL's lora_r)")
+    lora_alpha: int = Field(default=32, gt=0, description="LoRA scaling numerator: updates scale by "
+                              "alpha / rank (TRL's ModelConfig default 32)")
+    lora_dropout: float = Field(default=0.05, ge=0, lt=1, description="dropout on the adapters' input (TRL 0.05)")
+    lora_target_modules: list[str] | None = Field(default=None, description="module names that get adapters; "
+                                                  "unset: peft's default for the architecture (as TRL)")
 
 
 class DataSpec(Strict):

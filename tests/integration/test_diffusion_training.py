@@ -210,3 +210,13 @@ def test_bd3lm_evaluates_the_ema_weights(tmp_path: Path) -> None:
     averaged = {k.removeprefix("module."): v for k, v in state["ema"].items() if k.startswith("module.")}
     assert nelbo(averaged) == pytest.approx(result["val_nelbo"], rel=1e-6)
     assert nelbo(state["model"]) != pytest.approx(result["val_nelbo"], rel=1e-3)
+
+    # the export beside the checkpoint holds those averaged weights and scores the same NELBO through its loader
+    from gputrain.train.diffusion.export import load_pretrained
+
+    assert result["export"]["path"] == "model"
+    pre = load_pretrained(job / "model")
+    assert pre.config["weights"] == "ema" and pre.config["steps"] == 20
+    assert all(torch.equal(pre.model.state_dict()[k], v) for k, v in averaged.items())
+    exported = heldout_nelbo(pre.scorer(), pre.model, val_x, 8, algo.eval_batches, seed=0)["nelbo"]
+    assert exported == nelbo(averaged)

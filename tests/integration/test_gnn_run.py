@@ -93,6 +93,22 @@ def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path)
     assert {r["name"] for r in result["benchmarks"]} >= {"myciel3", "myciel7", "queen5_5", "queen13_13"}
     assert all(r["colours_dsatur"] >= r["chi"] for r in result["benchmarks"])
 
+    # the safetensors export holds the best weights (best_model.pt) and colours a graph as they do
+    import torch
+
+    from gputrain.train.gnn_coloring.graphs import benchmark, featurize
+    from gputrain.train.gnn_coloring.pretrained import load_pretrained
+
+    assert result["export"]["path"] == "model"
+    net = load_pretrained(job_dir / "model")
+    best = torch.load(job_dir / "best_model.pt", weights_only=True)
+    assert best.keys() == net.state_dict().keys()
+    assert all(torch.equal(net.state_dict()[k], v) for k, v in best.items())
+    graph = featurize(benchmark("queen5_5"), net.num_colors, (net.embed[0].in_features - 2), 7)
+    with torch.no_grad():
+        logits = net(graph.x, graph.edge_index())
+    assert logits.shape == (25, net.num_colors) and logits.std() > 0
+
     losses = [json.loads(line) for line in (job_dir / "metrics.jsonl").read_text().splitlines()]
     train_losses = [r["loss"] for r in losses if "loss" in r]
     assert train_losses[-1] < train_losses[0]

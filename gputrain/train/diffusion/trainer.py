@@ -40,6 +40,7 @@ from gputrain.train.diffusion.data import (
 )
 from gputrain.train.diffusion.ema import eval_model, make_ema
 from gputrain.train.diffusion.evaluation import Scorer, clip_window, heldout_nelbo, validation_t_range
+from gputrain.train.diffusion.export import export_diffusion
 from gputrain.train.diffusion.masks import flex_block_mask
 from gputrain.train.diffusion.mfu import mfu
 from gputrain.train.diffusion.model import DiT, DiTConfig, pad_vocab_moments
@@ -253,6 +254,13 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                               "kernels": kernels.model_dump()}
     if ctx.is_main and algo.num_samples:
         result |= write_samples(ctx, task, eval_model(model, ema), tok, schedule, algo, val_rows)
+    if ctx.is_main:  # the weights result.json scored, as safetensors + config.json (export.py)
+        tok_info = {"name": tok.name, "vocab_size": tok.vocab_size, "mask_id": tok.mask_id, "eos_id": tok.eos_id}
+        out = export_diffusion(eval_model(model, ema), layout, schedule, tok_info, ctx.job_dir,
+                               {"entrypoint": task.name, "steps": step, "weights": result["eval_weights"]})
+        result["export"] = {"path": out.name, "format": "safetensors", "loader":
+                            "gputrain.train.diffusion.export.load_pretrained"}
+        ctx.print0(f"[{task.name}] exported the {result['eval_weights']} weights to {out}")
     ctx.barrier()
     ctx.write_json("result.json", result)
     return 0

@@ -20,6 +20,7 @@ from gputrain.train.gnn_coloring.evaluate import report
 from gputrain.train.gnn_coloring.export import export_and_check
 from gputrain.train.gnn_coloring.graphs import Batch, Graph, collate, feature_dim, featurize, generate
 from gputrain.train.gnn_coloring.model import ColoringGNN, potts_loss
+from gputrain.train.gnn_coloring.pretrained import export_safetensors
 from gputrain.train.runtime import RunContext, required
 from gputrain.train.runtime.checkpoint import atomic_torch_save, unwrap
 from gputrain.train.runtime.schedule import lr_factor
@@ -200,6 +201,10 @@ def finish(
     if settings.onnx_export:
         with ctx.phase("ONNX export and onnxruntime check"):
             result["onnx"] = export_and_check(net, val[0], settings, ctx.job_dir)
+    out = export_safetensors(net, settings.random_features, ctx.job_dir, {"steps": step, "weights": "best_val_loss",
+                                                                          "best_step": best["step"]})
+    result["export"] = {"path": out.name, "format": "safetensors",
+                        "loader": "gputrain.train.gnn_coloring.pretrained.load_pretrained"}
     test = result["summary"]["test"]
     ctx.metrics.log(
         step,

@@ -37,6 +37,7 @@ from gputrain.train.grpo.loss import (
 )
 from gputrain.train.grpo.prompts import PromptFormat
 from gputrain.train.grpo.rollout import Rollout
+from gputrain.train.grpo.sharding import hf_model
 from gputrain.train.grpo.task import GRPOTask, Row
 from gputrain.train.runtime import RunContext
 
@@ -88,8 +89,9 @@ def grad_sync(model: torch.nn.Module, sync: bool) -> contextlib.AbstractContextM
     """Reduce gradients only on the last micro-batch of an update (DDP ``no_sync``, FSDP2's switch)."""
     from torch.distributed.fsdp import FSDPModule
 
-    if isinstance(model, FSDPModule):
-        model.set_requires_gradient_sync(sync)
+    root = hf_model(model)  # under LoRA the FSDP root is inside the PeftModel (sharding.hf_model)
+    if isinstance(root, FSDPModule):
+        root.set_requires_gradient_sync(sync)
         return contextlib.nullcontext()
     no_sync = getattr(model, "no_sync", None)
     return no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()

@@ -21,7 +21,20 @@ import torch
 import torch.distributed as dist
 
 
+def hf_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model: ``model`` itself, or the one inside a peft LoRA policy (``get_base_model``).
+
+    Under LoRA this is the FSDP root, not the ``PeftModel`` around it: ``PeftModel.generate`` calls the inner
+    model directly, so a root on the wrapper would be skipped by every rollout (FSDP2 then refuses the next
+    forward through the wrapper: "already lazily initialized")."""
+    get_base = getattr(model, "get_base_model", None)
+    inner = get_base() if callable(get_base) else model
+    assert isinstance(inner, torch.nn.Module)
+    return inner
+
+
 def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    model = hf_model(model)
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None:
@@ -44,7 +57,7 @@ def apply_fsdp(model: torch.nn.Module, device_type: str, *, param_dtype: torch.d
         kwargs["mp_policy"] = mp
     for layer in _decoder_layers(model):
         fully_shard(layer, **kwargs)
-    fully_shard(model, **kwargs)
+    fully_shard(hf_model(model), **kwargs)
     return model
 
 
@@ -88,6 +101,7 @@ def unsharded_for_generation(model: torch.nn.Module) -> Iterator[None]:
     if not fsdp_modules:
         yield
         return
+    root = hf_model(model)
     for m in fsdp_modules:
         m.set_reshard_after_forward(False, recurse=False)
         m.unshard()
@@ -97,7 +111,7 @@ def unsharded_for_generation(model: torch.nn.Module) -> Iterator[None]:
         for m in fsdp_modules:
             m.reshard()
             # fully_shard's defaults: the root keeps its weights after forward (backward needs them next).
-            m.set_reshard_after_forward(m is not model, recurse=False)
+            m.set_reshard_after_forward(m is not root, recurse=False)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.train.grpo.engines import HFEngine, RolloutEngine, Sampling, VLLMRolloutEngine
 from gputrain.train.grpo.export import MODEL_DIR, export_policy
 from gputrain.train.grpo.independence import independence_flags, prompt_independence
+from gputrain.train.grpo.lora import AdapterOffReference, apply_lora, lora_report
 from gputrain.train.grpo.phases import Policy, rollout_phase, step_metrics, update_phase
 from gputrain.train.grpo.policy import (
     build_model,
@@ -76,8 +77,9 @@ def _prompt_order(n: int, seed: int, epoch: int) -> list[int]:
     return order
 
 
-def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None, str]:
-    """(policy, tokenizer, frozen reference or None, strategy in effect), wrapped for the world size."""
+def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None, str, dict[str, Any] | None]:
+    """(policy, tokenizer, frozen reference or None, strategy in effect, LoRA report or None), wrapped for the
+    world size."""
     algo = ctx.algorithm(GRPOAlgorithm)
     recipe = ctx.recipe
     revision = ctx.plan.pinned_commit("model", recipe.model.name)  # offline clusters: what prepare fetched
@@ -86,13 +88,19 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
     model = build_model(recipe.model, tokenizer, attention=recipe.train.attention, seed=ctx.seed,
                         revision=revision)
     model.to(ctx.device)
+    lora = recipe.model.lora_rank is not None
     ref = None
-    if algo.beta > 0:
+    if algo.beta > 0 and not lora:  # LoRA: the policy with its adapters off, once wrapped (below)
         ref = copy.deepcopy(model).eval().requires_grad_(False)
         if ctx.precision.name != "fp32":
             ref.to(ctx.precision.dtype)
     if recipe.train.gradient_checkpointing:
         enable_gradient_checkpointing(model)
+    model = apply_lora(model, recipe.model)  # after checkpointing: peft wraps the layers it configured
+    if (lora_info := lora_report(model, recipe.model)) is not None:
+        ctx.print0(f"[grpo] LoRA r={lora_info['rank']} alpha={lora_info['alpha']} on "
+                   f"{lora_info['target_modules']}: {lora_info['trainable_params']} trainable, "
+                   f"{lora_info['frozen_params']} frozen; reference = base with adapters off")
     if recipe.train.compile:
         ctx.print0(f"[grpo] {compile_layers(model, ctx.device)}")
     strategy = recipe.distributed.strategy
@@ -111,12 +119,19 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
             ctx.print0("[grpo] warning: the GRPO core has no DeepSpeed path; running DDP (see result.json)")
         model = apply_ddp(model, ctx.device)
         in_effect = "ddp"
-    return model, tokenizer, ref, in_effect
+    if lora and algo.beta > 0:
+        ref = AdapterOffReference(model)
+    return model, tokenizer, ref, in_effect, lora_info
 
 
 def _engine(ctx: RunContext, policy: Policy, algo: GRPOAlgorithm) -> tuple[RolloutEngine, str]:
     """The rollout engine the plan allows (``rollout.pick_engine``), behind the :class:`RolloutEngine` protocol."""
     name, note = pick_engine(algo.rollout_engine, ctx.device, ctx.recipe.memory.vllm_gpu_memory_utilization)
+    if name == "vllm" and ctx.recipe.model.lora_rank is not None:  # vLLM would need the merged weights each step
+        if algo.rollout_engine == "vllm":
+            raise GputrainError("algorithm.rollout_engine vllm with model.lora_rank: LoRA rollouts run on HF "
+                                "generate only for now; set algorithm.rollout_engine to hf or auto")
+        name, note = "hf", "HF generate (LoRA: the vLLM weight push of adapters is not wired yet)"
     if name != "vllm":
         return HFEngine(policy.model, policy.tokenizer, ctx.device, ctx.autocast), note
     from gputrain.train.grpo.vllm_engine import engine_from_context
@@ -147,7 +162,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
 
     name = ctx.recipe.model.name
     with ctx.phase(f"loading model {name}", when=name.lower() not in BUILTIN_MODELS):  # a hub checkpoint
-        model, tokenizer, ref, strategy = build_policy(ctx, task)
+        model, tokenizer, ref, strategy, lora_info = build_policy(ctx, task)
     ctx.seed_per_rank()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=train.learning_rate, weight_decay=train.weight_decay)
@@ -255,6 +270,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "rollout_engine": engine.name,
             "prompt_format": fmt.mode,
             "model_dir": MODEL_DIR,  # save_pretrained folder: safetensors, config, tokenizer, chat template
+            "lora": lora_info,  # null without LoRA
             "precision": ctx.precision.name,
             **result,
             **task.report,
