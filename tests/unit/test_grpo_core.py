@@ -36,6 +36,12 @@ def test_batch_sizes_are_the_plans_and_checked_against_the_world() -> None:
         batch_sizes(GRPOAlgorithm(train_batch_size=6, ppo_mini_batch_size=3), world=4)
     with pytest.raises(GputrainError, match="plan the recipe again"):  # the trainer never redoes the sum
         batch_sizes(GRPOAlgorithm(num_generations=8), world=2)
+    from gputrain.planner import make_plan
+    from tests.conftest import RECIPES
+
+    plan = make_plan(RECIPES / "grpo_code_mbpp.yaml", gpu="cpu", gpus_per_node=2, check_memory=False,
+                     overrides=["algorithm.train_batch_size=null", "train.batch_size=8", "algorithm.num_generations=4"])
+    assert batch_sizes(plan.recipe.algorithm, plan.world_size) == (4, 4)  # type: ignore[arg-type]  # 2 × 8 // 4
 
 
 def test_completion_mask_stops_after_first_eos() -> None:
