@@ -2,9 +2,9 @@
 
     gputrain run recipes/gnn_coloring.yaml --gpu cpu --gpus 2
 
-The job folder is staged under a hidden name, the job recorded (the registry hands out ``local-<id>``),
-then the folder renamed to ``<recipe>_job_local-<id>_<stamp>`` and the record pointed at it; a failure in
-between removes the folder and marks the record CANCELLED, so nothing is left half-made. In the
+The job folder is staged under a hidden name, then recorded and renamed to ``<recipe>_job_local-<id>_<stamp>``
+in one registry write (the registry hands out ``local-<id>``); a failure removes the folder and leaves no
+record, so nothing is left half-made. A foreground run writes its row three times: recorded, RUNNING, ended. In the
 foreground, torchrun's output is copied line by line to the terminal and ``training_output.log``; with
 ``--detach`` the same supervisor runs as ``python -m gputrain.backends.local supervise JOB_DIR JOB_ID`` in
 its own session. Either way the supervisor records the end state and writes the summary.
@@ -30,6 +30,7 @@ from gputrain.backends.processes import alive, end_tree
 from gputrain.contract import jobstate
 from gputrain.errors import GputrainError
 from gputrain.registry.store import JobRecord, JobRegistry
+from gputrain.registry.transitions import record_facts, record_job, record_state
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
@@ -75,33 +76,29 @@ class LocalBackend(Backend):
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise GputrainError(f"cannot write job folder under {logs_dir}: {exc.strerror}") from None
+        placed: list[Path] = []
+
+        def place(job_id: str) -> Path:  # inside the registry's write: the row and the folder appear together
+            job_dir = logs_dir / f"{recipe}_job_{job_id}_{stamp}"
+            try:
+                os.rename(staging, job_dir)
+            except OSError as exc:
+                raise GputrainError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
+            placed.append(job_dir)
+            return job_dir
+
+        record = JobRecord(job_id="", backend="local", recipe=recipe, recipe_path=plan.recipe_path,
+                           state=jobstate.PENDING, gpu=plan.gpu.name, gpus_per_node=plan.gpus_per_node,
+                           nodes=plan.nodes)
         try:
-            record = self.registry.add(
-                JobRecord(
-                    job_id="",
-                    backend="local",
-                    recipe=recipe,
-                    recipe_path=plan.recipe_path,
-                    state=jobstate.PENDING,
-                    gpu=plan.gpu.name,
-                    gpus_per_node=plan.gpus_per_node,
-                    nodes=plan.nodes,
-                )
-            )
+            record = record_job(self.registry, record, locate=place)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
+            for job_dir in placed:  # placed, then the commit failed: the folder goes with the row
+                shutil.rmtree(job_dir, ignore_errors=True)
             raise
-        job_dir = logs_dir / f"{recipe}_job_{record.job_id}_{stamp}"
-        try:
-            os.rename(staging, job_dir)
-            self.registry.update(record.job_id, name=job_dir.name, job_dir=str(job_dir))
-        except (OSError, GputrainError) as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.rmtree(job_dir, ignore_errors=True)
-            self.registry.update(record.job_id, state=jobstate.CANCELLED, extra={"reason": "job folder not created"})
-            if isinstance(exc, GputrainError):
-                raise
-            raise GputrainError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
+        assert record.job_dir is not None
+        job_dir = Path(record.job_dir)
         return Submission(job_id=record.job_id, job_dir=job_dir, script=script)
 
     def submit(self, request: JobRequest) -> Submission:
@@ -115,7 +112,7 @@ class LocalBackend(Backend):
             try:
                 seeded = seed_checkpoint(request.resume_from, sub.job_dir)
             except BaseException:
-                self.registry.update(sub.job_id, state=jobstate.CANCELLED, extra={"reason": "resume failed"})
+                record_state(self.registry, sub.job_id, jobstate.CANCELLED, reason="resume failed")
                 raise
             sub.extra["resumed_from"] = f"{seeded.name} of {request.resume_from}"
         if not self.attached:
@@ -159,7 +156,7 @@ class LocalBackend(Backend):
             start_new_session=True,
             env=env,
         )
-        self.registry.update(sub.job_id, extra={"supervisor_pid": proc.pid})
+        record_facts(self.registry, sub.job_id, supervisor_pid=proc.pid)
         return proc.pid
 
     def run(self, sub: Submission, *, echo: IO[str] | None = None) -> int:
@@ -170,7 +167,7 @@ class LocalBackend(Backend):
         cancelled = False
         if self._cancel_requested(sub.job_id):  # cancelled while the detached supervisor was starting
             jobstate.write_cancel_marker(job_dir, "gputrain cancel")
-            self.registry.update(sub.job_id, state=jobstate.CANCELLED, extra={"reason": "cancelled before start"})
+            record_state(self.registry, sub.job_id, jobstate.CANCELLED, reason="cancelled before start")
             return 1
         with open(job_dir / LOG_FILE, "a", encoding="utf-8", errors="replace") as log:
             try:
@@ -187,9 +184,9 @@ class LocalBackend(Backend):
                     start_new_session=True,
                 )
             except OSError as exc:
-                self.registry.update(sub.job_id, state=jobstate.FAILED, extra={"reason": str(exc)})
+                record_state(self.registry, sub.job_id, jobstate.FAILED, reason=str(exc))
                 raise GputrainError(f"cannot start {job_dir / 'launch.sh'}: {exc.strerror}") from None
-            self.registry.update(sub.job_id, state=jobstate.RUNNING, extra={"pid": proc.pid})
+            record_state(self.registry, sub.job_id, jobstate.RUNNING, pid=proc.pid)
             if self._cancel_requested(sub.job_id):  # a cancel that raced the start: honour it now
                 cancelled = True
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -225,7 +222,7 @@ class LocalBackend(Backend):
             jobstate.write_cancel_marker(job_dir, "gputrain cancel")
         ending = jobstate.end_state(rc, jobstate.markers_in(job_dir), jobstate.BackendFacts(user_cancelled=cancelled))
         self._summarize(job_dir, rc)  # first: a final registry state means the summary is there
-        self.registry.update(sub.job_id, state=ending.state, exit_code=rc, extra={"reason": ending.reason})
+        record_state(self.registry, sub.job_id, ending.state, exit_code=rc, reason=ending.reason)
         return rc
 
     def _cancel_requested(self, job_id: str) -> bool:
@@ -259,7 +256,7 @@ class LocalBackend(Backend):
             return rec.state
         if rec.job_dir:
             jobstate.write_cancel_marker(rec.job_dir, "gputrain cancel")  # before the signal: no other verdict
-        self.registry.update(job_id, extra={"cancel_requested": True})
+        record_facts(self.registry, job_id, cancel_requested=True)
         pid = (rec.extra or {}).get("pid")
         if isinstance(pid, int) and alive(pid):
             end_tree(pid)  # torchrun passes SIGTERM on; the runtime checkpoints and exits (then SIGKILL)
@@ -272,7 +269,7 @@ class LocalBackend(Backend):
         # Nobody left to record the end (never started, or the supervisor died): record it here.
         if rec.job_dir and Path(rec.job_dir).is_dir():
             self._summarize(Path(rec.job_dir), rec.exit_code)
-        self.registry.update(job_id, state=jobstate.CANCELLED, extra={"reason": "cancelled by the user"})
+        record_state(self.registry, job_id, jobstate.CANCELLED, reason="cancelled by the user")
         return jobstate.CANCELLED
 
     def _wait_recorded(self, job_id: str) -> JobRecord:

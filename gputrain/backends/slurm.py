@@ -37,6 +37,7 @@ from gputrain.backends.slurm_parse import (
 from gputrain.contract import jobstate
 from gputrain.errors import ClusterError, GputrainError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
+from gputrain.registry.transitions import record_job, record_state
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
@@ -234,7 +235,7 @@ class SlurmBackend(Backend):
         job_dir = logs_dir / f"{job.recipe}_job_{job_id}_{stamp}"
         try:
             os.rename(staging, job_dir)
-            self.registry.add(self._record(job_id, job_dir, job))
+            record_job(self.registry, self._record(job_id, job_dir, job))
         except (OSError, GputrainError) as exc:
             run_slurm(["scancel", "--", job_id])
             shutil.rmtree(staging, ignore_errors=True)
@@ -245,7 +246,7 @@ class SlurmBackend(Backend):
         released = run_slurm(["scontrol", "release", job_id])
         if released.returncode != 0:
             run_slurm(["scancel", "--", job_id])
-            self.registry.update(job_id, state="CANCELLED", extra={"reason": "release failed"})
+            record_state(self.registry, job_id, jobstate.CANCELLED, reason="release failed")
             raise ClusterError(_one_line("scontrol release", released.stderr))
         return Submission(job_id=job_id, job_dir=job_dir, script=script)
 
@@ -366,10 +367,8 @@ class SlurmBackend(Backend):
             ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))
             state, reason = ending.state, reason or ending.reason
         if record is not None and record.backend == "slurm" and not self.registry.read_only():
-            self.registry.update(
-                record.job_id, state=state, exit_code=job.exit_code,
-                extra={"reason": reason, "restarts": job.restarts, "nodes": job.nodes},
-            )
+            record_state(self.registry, record.job_id, state, exit_code=job.exit_code,
+                         reason=reason, restarts=job.restarts, nodes=job.nodes)
         return JobStatus(job.job_id, state, reason=reason, exit_code=job.exit_code,
                          elapsed=job.elapsed, nodes=job.nodes, restarts=job.restarts, source=job.source)
 
@@ -392,7 +391,7 @@ class SlurmBackend(Backend):
                 if state == jobstate.PENDING and int((rec.extra or {}).get("restarts") or 0) > 0:
                     state = jobstate.REQUEUED
                 reason = (node_failure(rec.job_dir) if state == jobstate.REQUEUED else None) or seen.reason
-                updated[rec.job_id] = self.registry.update(rec.job_id, state=state, extra={"reason": reason})
+                updated[rec.job_id] = record_state(self.registry, rec.job_id, state, reason=reason)
                 continue
             st = self.status(rec.job_id)  # ended (or gone from squeue): the exit code needs scontrol/sacct
             updated[rec.job_id] = self.registry.get(rec.job_id) if st.source != "registry" else rec
@@ -422,7 +421,7 @@ class SlurmBackend(Backend):
         proc = run_slurm(["scancel", "--", job_id])
         if proc.returncode != 0:
             raise ClusterError(_one_line("scancel", proc.stderr))
-        self.registry.update(job_id, state=jobstate.CANCELLED, extra={"cancelled_by": getpass.getuser()})
+        record_state(self.registry, job_id, jobstate.CANCELLED, cancelled_by=getpass.getuser())
         return jobstate.CANCELLED
 
 

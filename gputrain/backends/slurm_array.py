@@ -21,6 +21,7 @@ from gputrain.backends.slurm import PreparedJob, SlurmBackend, _one_line, run_sl
 from gputrain.contract import jobstate
 from gputrain.errors import ClusterError, GputrainError, UserError
 from gputrain.registry.store import JobRecord
+from gputrain.registry.transitions import forget_jobs, record_job, record_state
 
 
 def same_script(jobs: list[PreparedJob]) -> bool:
@@ -60,14 +61,14 @@ def submit_array(backend: SlurmBackend, jobs: list[PreparedJob], *, dry_run: boo
             os.rename(staging / str(task), job_dir)
             record = backend._record(f"{array_id}_{task}", job_dir, job)
             record = replace(record, extra={**record.extra, "sweep_id": array_id, "array_task": task})
-            backend.registry.add(record)
+            record_job(backend.registry, record)
             done.append(Submission(job_id=record.job_id, job_dir=job_dir, script=job.files["job.sbatch"],
                                    extra={"array_task": task, "sweep_id": array_id}))
         shutil.rmtree(staging, ignore_errors=True)
     except (OSError, GputrainError) as exc:
         run_slurm(["scancel", "--", array_id])
         for sub in done:
-            backend.registry.forget([backend.registry.get(sub.job_id)])
+            forget_jobs(backend.registry, [backend.registry.get(sub.job_id)])
             shutil.rmtree(sub.job_dir, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
         if isinstance(exc, GputrainError):
@@ -77,7 +78,7 @@ def submit_array(backend: SlurmBackend, jobs: list[PreparedJob], *, dry_run: boo
     if released.returncode != 0:
         run_slurm(["scancel", "--", array_id])
         for sub in done:
-            backend.registry.update(sub.job_id, state=jobstate.CANCELLED, extra={"reason": "release failed"})
+            record_state(backend.registry, sub.job_id, jobstate.CANCELLED, reason="release failed")
         raise ClusterError(_one_line("scontrol release", released.stderr))
     return done
 
@@ -100,5 +101,5 @@ def cancel_sweep(backend: SlurmBackend, sweep_id: str) -> list[str]:
         if proc.returncode != 0:
             raise ClusterError(_one_line("scancel", proc.stderr))
         for record in live:
-            backend.registry.update(record.job_id, state=jobstate.CANCELLED, extra={"cancelled_by": "sweep"})
+            record_state(backend.registry, record.job_id, jobstate.CANCELLED, cancelled_by="sweep")
     return [r.job_id for r in live]

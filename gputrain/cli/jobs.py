@@ -125,6 +125,7 @@ def jobs(
     """
     from gputrain.backends.table import BACKENDS, check_backend_name
     from gputrain.registry.store import FINAL_STATES, STATES, JobRegistry
+    from gputrain.registry.transitions import forget_jobs
 
     if state is not None and state.upper() not in STATES:
         raise UserError(unknown_name("job state", state, STATES))
@@ -141,7 +142,7 @@ def jobs(
     if state is not None:
         records = [r for r in records if r.state == state]
     if forget:
-        removed = registry.forget(r for r in records if r.state in FINAL_STATES)
+        removed = forget_jobs(registry, (r for r in records if r.state in FINAL_STATES))
         kept = sum(r.state not in FINAL_STATES for r in records)
         if json_:
             print(json.dumps({"forgotten": [r.job_id for r in removed], "kept_unfinished": kept}))

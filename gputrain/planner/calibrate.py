@@ -18,6 +18,8 @@ from pydantic import ValidationError
 from gputrain.contract.estimate import Calibration, Estimate, MemoryTerm
 from gputrain.contract.hardware import GPUFacts
 from gputrain.errors import GputrainError
+from gputrain.planner.workload_rl import step_prompts
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 from gputrain.registry.measured import MeasuredRun
@@ -46,6 +48,8 @@ def fingerprint(recipe: Recipe, gpu: str, world: int, precision: str) -> dict[st
         "train_size": recipe.data.train_size if entrypoint_of(recipe.entrypoint).workload == "gnn" else None,
     }
     out.update({k: algo[k] for k in _ALGORITHM_COST_FIELDS if k in algo})
+    if isinstance(recipe.algorithm, GRPOAlgorithm):  # resolved, so a plan's stored values match a recipe's null
+        out["train_batch_size"], out["ppo_mini_batch_size"] = step_prompts(recipe.algorithm, train.batch_size, world)
     return out
 
 

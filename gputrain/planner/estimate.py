@@ -17,7 +17,8 @@ from gputrain.planner import physics
 from gputrain.planner.fit import FIT_MARGIN, fit_suggestion
 from gputrain.planner.memory import RL_ENTRYPOINTS, largest_term, memory_terms, peak_gib, peak_range
 from gputrain.planner.parallel import deepspeed_runs_as_ddp
-from gputrain.planner.workload import Hardware, StepModel, peak_bound_seconds, step_model
+from gputrain.planner.step_time import peak_bound_seconds, step_model
+from gputrain.planner.workload import Hardware, StepModel
 from gputrain.planner.workload_rl import RL_EFFICIENCY, RL_EFFICIENCY_RANGE, rl_shape
 from gputrain.recipe.schema import Recipe
 

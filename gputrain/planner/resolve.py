@@ -23,6 +23,7 @@ from gputrain.planner.borrow import resize_borrowed
 from gputrain.planner.estimate import estimate
 from gputrain.planner.kernels import plan_kernels
 from gputrain.planner.workload import global_batch as global_batch_of
+from gputrain.planner.workload_rl import with_step_prompts
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.loader import (
     Key,
@@ -131,6 +132,7 @@ def make_plan(
             f"{limit} at once (gpu_limit; SuperCloud raises it after its course): it would stay pending on the "
             f"QOS limit; use --nodes 1 --gpus {min(gpus, limit)}"
         )
+    recipe = with_step_prompts(recipe, gpus * node_count)  # the plan is their home; the trainer reads them
     return JobPlan(
         recipe=recipe, recipe_path=str(recipe_path), module=ENTRYPOINTS[recipe.entrypoint].module,
         gpu=gpu_type, gpus_per_node=gpus, nodes=node_count, world_size=gpus * node_count,

@@ -89,10 +89,21 @@ class RLShape:
 
 
 def step_prompts(algo: GRPOAlgorithm, micro: int, world: int) -> tuple[int, int]:
-    """(prompts per rollout step, prompts per update), global: the one home of this arithmetic (the trainer
-    reads the plan's values, ``plan --compare`` shows them)."""
+    """(prompts per rollout step, prompts per update), global: the one home of this arithmetic (the plan
+    stores its values through :func:`with_step_prompts`; the trainer reads them, ``plan --compare`` shows them)."""
     prompts = algo.train_batch_size or world * max(1, micro // algo.num_generations)
     return prompts, algo.ppo_mini_batch_size or prompts
+
+
+def with_step_prompts(recipe: Recipe, world: int) -> Recipe:
+    """``recipe`` with an RL algorithm's ``train_batch_size`` and ``ppo_mini_batch_size`` resolved for
+    ``world`` ranks (other recipes unchanged): what the plan stores, so the trainer never redoes the sum."""
+    algo = recipe.algorithm
+    if not isinstance(algo, GRPOAlgorithm):
+        return recipe
+    prompts, mini = step_prompts(algo, recipe.train.batch_size, world)
+    resolved = algo.model_copy(update={"train_batch_size": prompts, "ppo_mini_batch_size": mini})
+    return recipe.model_copy(update={"algorithm": resolved})
 
 
 def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:

@@ -15,7 +15,7 @@ import os
 import re
 import sqlite3
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -196,8 +196,10 @@ class JobRegistry:
         finally:
             conn.close()
 
-    def add(self, record: JobRecord) -> JobRecord:
-        """Insert ``record``; an empty ``job_id`` becomes ``<backend>-<id>`` (e.g. ``local-7``)."""
+    def add(self, record: JobRecord, locate: Callable[[str], Path] | None = None) -> JobRecord:
+        """Insert ``record``; an empty ``job_id`` becomes ``<backend>-<id>`` (e.g. ``local-7``). ``locate(job_id)``
+        places the job's folder and returns it inside the transaction (``name`` and ``job_dir`` follow); if it
+        raises, nothing is recorded. Callers: :mod:`gputrain.registry.transitions` only."""
         if not _BACKEND_NAME.fullmatch(record.backend):
             raise RegistryError(f"backend name {record.backend!r} is not a lower-case word (e.g. {BACKENDS[0]})")
         if record.state not in STATES:
@@ -216,7 +218,12 @@ class JobRegistry:
             assert row_id is not None
             if not rec.job_id:
                 rec.job_id = f"{rec.backend}-{row_id}"
-                conn.execute("UPDATE jobs SET job_id = ? WHERE id = ?", (rec.job_id, row_id))
+            if locate is not None:
+                job_dir = locate(rec.job_id)
+                rec.name, rec.job_dir = job_dir.name, str(job_dir)
+            if rec.job_id != values["job_id"] or locate is not None:
+                conn.execute("UPDATE jobs SET job_id = ?, name = ?, job_dir = ? WHERE id = ?",
+                             (rec.job_id, rec.name, rec.job_dir, row_id))
         rec.id = row_id
         return rec
 

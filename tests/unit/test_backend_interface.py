@@ -22,6 +22,7 @@ from gputrain.backends import table
 from gputrain.backends.base import Backend, JobRequest, JobStatus, Submission
 from gputrain.contract import jobstate
 from gputrain.registry.store import JobRecord, JobRegistry
+from gputrain.registry.transitions import record_job, record_state
 
 _JOB = """
 import sys, time
@@ -46,14 +47,18 @@ class ToyBackend(Backend):
 
     def submit(self, request: JobRequest) -> Submission:
         plan = request.plan
-        record = self.registry.add(JobRecord(job_id="", backend=self.name, recipe=plan.recipe.name,
-                                             state=jobstate.PENDING))
-        job_dir = Path(request.logs_dir).absolute() / f"{plan.recipe.name}_job_{record.job_id}"
-        job_dir.mkdir(parents=True)
-        (job_dir / "plan.json").write_text(plan.to_json())
+        def place(job_id: str) -> Path:  # the folder is made inside the registry's write: both or neither
+            job_dir = Path(request.logs_dir).absolute() / f"{plan.recipe.name}_job_{job_id}"
+            job_dir.mkdir(parents=True)
+            (job_dir / "plan.json").write_text(plan.to_json())
+            return job_dir
+
+        record = record_job(self.registry, JobRecord(job_id="", backend=self.name, recipe=plan.recipe.name,
+                                                     state=jobstate.PENDING), locate=place)
+        job_dir = Path(str(record.job_dir))
         proc = subprocess.Popen([sys.executable, "-c", _JOB, str(job_dir), str(plan.recipe.train.max_steps)],
                                 start_new_session=True)
-        self.registry.update(record.job_id, state=jobstate.RUNNING, job_dir=str(job_dir), extra={"pid": proc.pid})
+        record_state(self.registry, record.job_id, jobstate.RUNNING, pid=proc.pid)
         return Submission(job_id=record.job_id, job_dir=job_dir, script="")
 
     def status(self, job_id: str) -> JobStatus:
@@ -70,7 +75,7 @@ class ToyBackend(Backend):
         exit_file = Path(str(rec.job_dir)) / "exit_code"
         code = int(exit_file.read_text()) if exit_file.is_file() else 1
         state = jobstate.COMPLETED if code == 0 else jobstate.FAILED
-        self.registry.update(job_id, state=state, exit_code=code)
+        record_state(self.registry, job_id, state, exit_code=code)
         return JobStatus(job_id, state, exit_code=code)
 
     def cancel(self, job_id: str) -> str:
@@ -78,7 +83,7 @@ class ToyBackend(Backend):
         if current.state in jobstate.FINAL_STATES:
             return current.state
         os.killpg(int(self.registry.get(job_id).extra["pid"]), signal.SIGTERM)
-        self.registry.update(job_id, state=jobstate.CANCELLED)
+        record_state(self.registry, job_id, jobstate.CANCELLED)
         return jobstate.CANCELLED
 
 

@@ -147,16 +147,36 @@ def _command_paths() -> list[list[str]]:
     return paths
 
 
+#: every command's ``-h`` in one fresh process (one process per command cost ~1 s each): exit code and stdout
+_ALL_HELP = """
+import contextlib, io, json, sys
+from gputrain.cli.main import main
+out = []
+for path in json.loads(sys.argv[1]):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            main([*path, "-h"])
+        except SystemExit as exc:
+            code = exc.code or 0
+    out.append([code, buf.getvalue()])
+sys.stdout.write(json.dumps(out))
+"""
+
+
 def test_every_command_has_h_an_example_and_no_module_paths(env: dict[str, str]) -> None:
     top = cli(env, "-h")
     assert top.returncode == 0 and "Usage: gputrain" in top.stdout
     assert "Exit codes: 0 success; 2 a user error" in top.stdout
-    for path in _command_paths():
-        proc = cli(env, *path, "-h")
-        assert proc.returncode == 0, (path, proc.stderr)
-        assert proc.stdout.startswith(f"Usage: gputrain {' '.join(path)}"), proc.stdout[:200]
-        assert re.search(r"^  Examples?:\n    gputrain ", proc.stdout, re.M), (path, proc.stdout)
-        assert not re.search(r"\bgputrain\.[a-z_]+", proc.stdout), (path, proc.stdout)
+    paths = _command_paths()
+    proc = subprocess.run([sys.executable, "-c", _ALL_HELP, json.dumps(paths)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for path, (code, text) in zip(paths, json.loads(proc.stdout), strict=True):
+        assert code == 0, (path, text)
+        assert text.startswith(f"Usage: gputrain {' '.join(path)}"), text[:200]
+        assert re.search(r"^  Examples?:\n    gputrain ", text, re.M), (path, text)
+        assert not re.search(r"\bgputrain\.[a-z_]+", text), (path, text)
 
 
 def test_table_summaries_are_the_command_docstrings() -> None:

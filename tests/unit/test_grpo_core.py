@@ -29,13 +29,19 @@ def test_algorithm_forbids_unknown_keys_and_checks_batches() -> None:
     assert (algo.loss_type, algo.scale_rewards, algo.epsilon_high) == ("dr_grpo", "batch", 0.28)
 
 
-def test_batch_sizes_default_and_b200_table() -> None:
-    assert batch_sizes(GRPOAlgorithm(num_generations=8), micro=16, world=2) == (4, 4)
-    assert batch_sizes(GRPOAlgorithm(num_generations=8), micro=4, world=2) == (2, 2)  # at least 1 per rank
+def test_batch_sizes_are_the_plans_and_checked_against_the_world() -> None:
     b200 = GRPOAlgorithm(train_batch_size=1024, ppo_mini_batch_size=128)
-    assert batch_sizes(b200, micro=8, world=4) == (1024, 128)
+    assert batch_sizes(b200, world=4) == (1024, 128)
     with pytest.raises(GputrainError, match="multiples"):
-        batch_sizes(GRPOAlgorithm(train_batch_size=6, ppo_mini_batch_size=3), micro=8, world=4)
+        batch_sizes(GRPOAlgorithm(train_batch_size=6, ppo_mini_batch_size=3), world=4)
+    with pytest.raises(GputrainError, match="plan the recipe again"):  # the trainer never redoes the sum
+        batch_sizes(GRPOAlgorithm(num_generations=8), world=2)
+    from gputrain.planner import make_plan
+    from tests.conftest import RECIPES
+
+    plan = make_plan(RECIPES / "grpo_code_mbpp.yaml", gpu="cpu", gpus_per_node=2, check_memory=False,
+                     overrides=["algorithm.train_batch_size=null", "train.batch_size=8", "algorithm.num_generations=4"])
+    assert batch_sizes(plan.recipe.algorithm, plan.world_size) == (4, 4)  # type: ignore[arg-type]  # 2 × 8 // 4
 
 
 def test_completion_mask_stops_after_first_eos() -> None:

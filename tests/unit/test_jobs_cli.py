@@ -154,6 +154,7 @@ def test_runpod_jobs_are_listed_and_answer_status_from_the_registry(tmp_path: Pa
     assert "gputrain-gnn-b200x8" in table and "runpod" in table
 
 
+@pytest.mark.slow  # real torchrun and two workers (10-25 s on 2 cores): integration-like; CI runs it
 def test_cancel_of_a_running_local_job_ends_every_process(tmp_path: Path, wrapped: Path) -> None:
     """A real detached run (supervisor, bash, torchrun, two workers): after `gputrain cancel` returns, none of
     them is left and the registry says CANCELLED. (The summary's state is the job-state contract's part.)"""

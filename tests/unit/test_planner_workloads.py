@@ -29,6 +29,17 @@ def test_rl_step_grows_with_completions_generations_and_prompts(setting: str) ->
     assert more.phases["rollout"] > base.phases["rollout"] and more.phases["update"] > base.phases["update"]
 
 
+def test_the_plan_is_the_home_of_the_rl_step_batches() -> None:
+    """Resolved once, stored in plan.json (the GRPO trainer reads them: ``test_grpo_core``)."""
+    plan = _plan(CODE, "cpu", 2, "algorithm.train_batch_size=null", "algorithm.ppo_mini_batch_size=null",
+                 "train.batch_size=8", "algorithm.num_generations=4")
+    algo = plan.recipe.algorithm
+    assert (algo.train_batch_size, algo.ppo_mini_batch_size) == (4, 4)  # type: ignore[union-attr]  # 2 × 8 // 4
+    assert JobPlan.model_validate_json(plan.to_json()).recipe.algorithm == algo
+    pinned = _plan(CODE, "cpu", 2, "algorithm.train_batch_size=16", "algorithm.ppo_mini_batch_size=8").recipe
+    assert (pinned.algorithm.train_batch_size, pinned.algorithm.ppo_mini_batch_size) == (16, 8)  # type: ignore[union-attr]
+
+
 def test_rl_engine_changes_rollout_and_split_is_shown() -> None:
     vllm = _plan(MATH, "H100", 2).estimate
     hf = _plan(MATH, "H100", 2, "algorithm.rollout_engine=hf").estimate

@@ -93,6 +93,7 @@ def reconcile(record: JobRecord, pod_gone: bool) -> JobRecord:
 
     from gputrain.backends.runpod.owner import PodLock
     from gputrain.home import UnsafeNameError
+    from gputrain.registry.transitions import record_state
 
     if record.state in FINAL or not pod_gone:
         return record
@@ -115,8 +116,8 @@ def reconcile(record: JobRecord, pod_gone: bool) -> JobRecord:
         code = ended.get("exit_code")
         extra = {k: v for k, v in ended.items() if k not in ("state", "exit_code")}
         try:
-            return _registry().update(record.job_id, state=state,
-                                      exit_code=code if isinstance(code, int) else None, extra=extra)
+            return record_state(_registry(), record.job_id, state,
+                                exit_code=code if isinstance(code, int) else None, **extra)
         except (sqlite3.Error, OSError, GputrainError):  # still unwritable: show it as it is
             return record
     finally:
@@ -174,12 +175,14 @@ def _terminate(client: RunPodClient, pods: list[Pod]) -> Iterator[str]:
 
 
 def _mark_down(name: str) -> None:
+    from gputrain.registry.transitions import record_facts, record_state
+
     registry = _registry()
     record = registry.find(name)
     if record is not None and record.backend == "runpod" and record.state not in FINAL:
-        registry.update(record.job_id, state="CANCELLED", extra={"terminated": True})
+        record_state(registry, record.job_id, "CANCELLED", terminated=True)
     elif record is not None and record.backend == "runpod":
-        registry.update(record.job_id, extra={"terminated": True})
+        record_facts(registry, record.job_id, terminated=True)
     forget_key(name)
 
 
@@ -235,6 +238,7 @@ def _salvage_for_down(record: object, pod: Pod, salvage_s: float) -> list[str]:
     from gputrain.backends.runpod.salvage import keep_container_log, salvage
     from gputrain.errors import GputrainError
     from gputrain.registry.store import JobRecord
+    from gputrain.registry.transitions import record_facts
 
     assert isinstance(record, JobRecord)
     said: list[str] = []
@@ -248,7 +252,7 @@ def _salvage_for_down(record: object, pod: Pod, salvage_s: float) -> list[str]:
         if pod.ssh_direct is None:
             return [*said, f"nothing salvaged: pod {pod.id} publishes no ssh endpoint ({pod.status})"]
         got = salvage(PodShell(pod.ssh_direct, key), f"{remote}/job", job_dir, salvage_s, said.append)
-        _registry().update(record.job_id, extra={"salvaged": got})
+        record_facts(_registry(), record.job_id, salvaged=got)
         return [*said, f"salvaged into {job_dir}: {', '.join(got) or 'nothing'}"]
     except GputrainError as exc:
         return [*said, f"salvage failed: {exc.message}"]

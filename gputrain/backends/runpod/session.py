@@ -200,10 +200,12 @@ class PodRun:
             exc.message += f"; {outcome.billing}"
 
     def launch(self, exports: str) -> None:
+        from gputrain.registry.transitions import record_state
+
         self.training = RemoteRun(self._shell(), self.remote)
         self._with_reconnect(lambda: self._remote().launch(exports))
         self.training_started = True
-        self.registry.update(self.name, state=jobstate.RUNNING, extra={"training_started": True})
+        record_state(self.registry, self.name, jobstate.RUNNING, training_started=True)
 
     def follow_to_end(self) -> int:
         """Stream ``run.out`` into ``training_output.log`` until the exit file appears; reconnect on drops."""
@@ -343,6 +345,8 @@ class PodRun:
         return False
 
     def _finish(self, outcome: Outcome) -> None:
+        from gputrain.registry.transitions import record_state
+
         pods = [self.pod] if self.pod is not None else []
         if not pods and self.create_attempted:
             try:  # a create whose answer was lost may still have made a pod
@@ -399,8 +403,8 @@ class PodRun:
                  f"{uptime / 60:.1f} min)")
         self._write_summaries(record)
         try:
-            self.registry.update(self.name, state=outcome.state, exit_code=outcome.exit_code,
-                                 extra={k: v for k, v in record.items() if k not in ("state", "exit_code")})
+            record_state(self.registry, self.name, outcome.state, exit_code=outcome.exit_code,
+                         **{k: v for k, v in record.items() if k not in ("state", "exit_code")})
         except (sqlite3.Error, OSError, GputrainError) as exc:
             self.say(f"could not record the end state in the job registry ({exc}); `gputrain runpod list` "
                      f"records it from {self.job_dir / 'runpod.json'} once the registry can be written")

@@ -106,6 +106,7 @@ class Up:
         from gputrain.home import safe_name
         from gputrain.planner import make_plan
         from gputrain.registry.store import JobRecord, JobRegistry
+        from gputrain.registry.transitions import record_job
 
         opts = self.opts
         if opts.name is not None:
@@ -150,7 +151,7 @@ class Up:
                 write_atomic(job_dir / fname, files[fname], 0o755 if fname.endswith(".sh") else 0o644)
             extra = {"image": opts.image, "cloud": opts.cloud, "remote_dir": remote, "keep": opts.keep,
                      "run_id": self.run_id, "owner": owner_label(self.run_id), "base_name": base}
-            registry.add(JobRecord(
+            record_job(registry, JobRecord(
                 job_id=name, backend="runpod", name=name, recipe=plan.recipe.name,
                 recipe_path=str(opts.recipe_path), job_dir=str(job_dir), state="PENDING", gpu=plan.gpu.name,
                 gpus_per_node=plan.gpus_per_node, nodes=1, extra=extra,
@@ -202,12 +203,13 @@ class Up:
     def _body(self, run: PodRun, plan: Any, files: dict[str, str], key: Path, public_key: str,
               job_dir: Path, resume: str | None = None) -> int:
         from gputrain.backends.runpod.bundle import image_cuda
+        from gputrain.registry.transitions import record_facts
 
         opts = self.opts
         run.pod = self._get_or_create(run, run.name, plan, public_key, image_cuda(files["Dockerfile"]))
         run.cost_per_hour = max(run.cost_per_hour, run.pod.cost_per_hour)
-        run.registry.update(run.name, extra={"pod_id": run.pod.id, "created_wall": run.created_wall,
-                                             "cost_per_hour_usd": run.cost_per_hour, "live": True})
+        record_facts(run.registry, run.name, pod_id=run.pod.id, created_wall=run.created_wall,
+                     cost_per_hour_usd=run.cost_per_hour, live=True)
         endpoint = self._wait_ready(run)
         shell = run.shell = PodShell(endpoint, key, keepalive_s=opts.keepalive_s)
         shell.wait_until_ready(self.deadline)

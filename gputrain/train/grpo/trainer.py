@@ -57,10 +57,13 @@ from gputrain.train.runtime import RunContext
 from gputrain.train.runtime.schedule import lr_factor
 
 
-def batch_sizes(algo: GRPOAlgorithm, micro: int, world: int) -> tuple[int, int]:
-    """(train_batch_size, ppo_mini_batch_size) in prompts, global; both multiples of the world size."""
-    train_bs = algo.train_batch_size or world * max(1, micro // algo.num_generations)
-    mini_bs = algo.ppo_mini_batch_size or train_bs
+def batch_sizes(algo: GRPOAlgorithm, world: int) -> tuple[int, int]:
+    """(train_batch_size, ppo_mini_batch_size) in prompts, global, as the plan resolved them
+    (``gputrain.planner.workload_rl.step_prompts`` is the one home of that sum); both multiples of the world."""
+    train_bs, mini_bs = algo.train_batch_size, algo.ppo_mini_batch_size
+    if train_bs is None or mini_bs is None:
+        raise GputrainError("the plan leaves algorithm.train_batch_size or ppo_mini_batch_size unresolved (a plan "
+                            "of an earlier gputrain): plan the recipe again")
     if train_bs % world or mini_bs % world:
         raise GputrainError(
             f"algorithm.train_batch_size={train_bs} and ppo_mini_batch_size={mini_bs} must be multiples "
@@ -151,7 +154,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     """
     algo = ctx.algorithm(GRPOAlgorithm)
     train = ctx.recipe.train
-    train_bs, mini_bs = batch_sizes(algo, train.batch_size, ctx.world_size)
+    train_bs, mini_bs = batch_sizes(algo, ctx.world_size)
     group, n_mini = algo.num_generations, train_bs // mini_bs
     local_prompts = train_bs // ctx.world_size
     n_rows = len(task.train_rows)
