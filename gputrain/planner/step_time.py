@@ -15,7 +15,11 @@ No model may predict a step faster than its FLOPs at the GPUs' dense peak: compu
 from __future__ import annotations
 
 from gputrain.planner import physics, workload_dense, workload_rl
+from gputrain.planner.memory import memory_terms
+from gputrain.planner.memory_rl import offloaded_bytes
+from gputrain.planner.parallel import layout
 from gputrain.planner.workload import Hardware, StepModel, global_batch
+from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.entrypoints import entrypoint_of
 from gputrain.recipe.schema import Recipe
 
@@ -44,6 +48,7 @@ def step_model(recipe: Recipe, hw: Hardware) -> StepModel:
     family = {"rl": workload_rl.rl, "diffusion": workload_dense.diffusion, "gnn": workload_dense.gnn,
               "selftest": workload_dense.selftest}
     model = family.get(entrypoint_of(recipe.entrypoint).workload, supervised)(recipe, hw)
+    host_copies(recipe, hw, model)
     bound = peak_bound_seconds(model.flops, hw)
     if bound and model.step_seconds < bound:  # a model bug, never a plan: say so rather than promise it
         raise AssertionError(f"{model.workload} model predicts {model.step_seconds:.3g} s, below the "
@@ -54,3 +59,22 @@ def step_model(recipe: Recipe, hw: Hardware) -> StepModel:
 def peak_bound_seconds(flops: float, hw: Hardware) -> float:
     """The fastest a step of ``flops`` (whole job) could run: every GPU at its dense peak."""
     return flops / (hw.peak * hw.world) if flops else 0.0
+
+
+def host_copies(recipe: Recipe, hw: Hardware, out: StepModel) -> None:
+    """RL only. Lives here, above the memory model, because it prices what the memory model moves off the GPU.
+    Per-step host traffic of ``memory.offload_during_rollout`` (the model states out and back) and of
+    ``memory.reference_on_host`` (the reference weights in, the policy's saved and restored)."""
+    algo = recipe.algorithm
+    if hw.gpu.is_cpu or not isinstance(algo, GRPOAlgorithm):
+        return
+    moved = 2 * offloaded_bytes(recipe, hw, memory_terms(recipe, hw))
+    if algo.beta > 0 and recipe.memory.reference_on_host:
+        lay = layout(recipe, hw.world)
+        moved += 3 * physics.params_of(recipe.model) * physics.half_bytes(hw.precision) / (
+            lay.weights_shard * lay.model_parallel)
+    if moved:
+        out.phases["host_copies"] = moved / workload_rl.HOST_COPY_BYTES_PER_S
+        out.assumptions.append(f"host copies: {moved / physics.GIB:.1f} GiB per GPU per step at "
+                               f"{workload_rl.HOST_COPY_BYTES_PER_S / 1e9:g} GB/s (memory.offload_during_rollout, "
+                               "memory.reference_on_host)")

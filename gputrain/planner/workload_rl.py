@@ -265,26 +265,6 @@ def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: 
     out.compute_seconds += flops / (hw.peak * efficiency(recipe))
 
 
-def _host_copies(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, out: StepModel) -> None:
-    """Per-step host traffic of ``memory.offload_during_rollout`` (the model states out and back) and of
-    ``memory.reference_on_host`` (the reference weights in, the policy's saved and restored)."""
-    if hw.gpu.is_cpu:
-        return
-    from gputrain.planner.memory import memory_terms  # memory imports this module
-    from gputrain.planner.memory_rl import offloaded_bytes
-
-    moved = 2 * offloaded_bytes(recipe, hw, memory_terms(recipe, hw))
-    if algo.beta > 0 and recipe.memory.reference_on_host:
-        lay = layout(recipe, hw.world)
-        moved += 3 * physics.params_of(recipe.model) * physics.half_bytes(hw.precision) / (
-            lay.weights_shard * lay.model_parallel)
-    if moved:
-        out.phases["host_copies"] = moved / HOST_COPY_BYTES_PER_S
-        out.assumptions.append(f"host copies: {moved / physics.GIB:.1f} GiB per GPU per step at "
-                               f"{HOST_COPY_BYTES_PER_S / 1e9:g} GB/s (memory.offload_during_rollout, "
-                               "memory.reference_on_host)")
-
-
 def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape, out: StepModel) -> None:
     """Start-up, rank-0 evaluations and full checkpoints over the run (see module docstring)."""
     steps = recipe.train.max_steps or 0
@@ -330,7 +310,6 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         out.compute_seconds += flops / (hw.peak * efficiency(recipe))
         out.flops += flops * hw.world
     _update(recipe, hw, s, algo, out)
-    _host_copies(recipe, hw, algo, out)
     if entrypoint_of(recipe.entrypoint).code_reward:
         workers = algo.sandbox_workers or recipe.resources.cpus_per_gpu
         out.phases["reward"] = math.ceil(s.seqs / workers) * SANDBOX_PROGRAM_SECONDS
