@@ -20,7 +20,10 @@ _PREFIXES = [re.compile(p) for p in (
     r"^\[[EWIF][\d ]*[^\]]*?\.(?:cpp|cc|h|py):\d+\]\s?",  # [E ProcessGroupNCCL.cpp:915] [E321 02:07:08.4 x.cpp:607]
     r"^(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s?",  # vLLM
     r"^(?:ERROR|WARNING|CRITICAL):[\w.]+:",  # Python logging's default format
-    r"^\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?\s*(?:-\s*)?(?:\[?\w+\]?\s*-?\s*)?(?:\[[^\]]*\]\s*)*",  # timestamps
+    # timestamps, then a level, or a logger name where it is bracketed or followed by " - " (another bare word
+    # is the message: "Signal 9 (SIGKILL) received by PID 7", "RuntimeError: x")
+    r"^\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?\s*(?:-\s*)?"
+    r"(?:\[\w+\]\s*-?\s*|\w+\s+-\s*|(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG|FATAL)\b:?\s*)?(?:\[[^\]]*\]\s*)*",
     r"^\d\d/\d\d \d\d:\d\d:\d\d - \S+ - \w+ - ",  # mmengine
 )]
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -147,3 +147,18 @@ def test_other_schedulers_and_crashes_end_a_log(tmp_path: Path, line: str, state
     log.write_text((CORPUS / "own_torchrun_valueerror.log").read_text().split("[rank1]")[0] + line + "\n")
     s = summarize(log, write=False)
     assert (s["state"], s["cause"]) == (state, cause)
+
+
+@pytest.mark.parametrize("prefix", [
+    "",
+    "[2026-11-21 10:00:00] ",  # the timestamp prefix once took "Signal" for a logger level and ate it
+    "[2026-11-21 10:00:00,123] ",
+    "W1121 10:00:00.000000 4200 torch/distributed/elastic/agent/server/api.py:704] ",
+    "[rank0]:",
+])
+def test_a_lone_sigkill_line_outside_torchruns_box_is_failed_by_the_oom_killer(tmp_path: Path, prefix: str) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(f"step 1/100 | loss 2.3\n{prefix}Signal 9 (SIGKILL) received by PID 4242\n")
+    s = summarize(log, write=False)
+    assert (s["state"], s["state_inferred"], s["cause"]) == ("FAILED", True, "host_oom")
+    assert "killed by SIGKILL, likely the host's OOM killer" in s["failure"]
