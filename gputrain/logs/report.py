@@ -139,7 +139,7 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("changed", f"since job {changed['since']}: {text}"))
     if summary.get("sampled"):
         skipped = summary["sampled"]["bytes_skipped"] / 2**20
-        rows.append(("note", f"large dense log: sampled ({skipped:,.0f} MiB of metric lines not read); "
+        rows.append(("note", f"large log: sampled ({skipped:,.0f} MiB of metric lines not read); "
                              "min/max/best are over the lines read, last values exact"))
     if summary.get("result"):
         nums = {k: v for k, v in summary["result"].items() if isinstance(v, (int, float))}

@@ -203,6 +203,23 @@ def test_large_dense_log_is_sampled_with_exact_last_values(tmp_path: Path,
     assert "sampled (" in __import__("gputrain.logs.report", fromlist=["render_text"]).render_text(s)
 
 
+def test_large_sparse_log_samples_its_metric_lines_with_exact_ends(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk that is not dense but holds more metric lines than a dense chunk's sample parses that sample."""
+    monkeypatch.setattr(scan_mod, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(scan_mod, "DENSITY_WINDOW", 16 << 10)
+    monkeypatch.setattr(scan_mod, "EXACT_FILE_BYTES", 512 << 10)
+    chatter = "".join(f"n1:4242:4300 [0] NCCL INFO Channel {i:02d}/24 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+                      for i in range(9))
+    log = tmp_path / "sparse.log"
+    log.write_text("".join(f"{chatter}{{'loss': '{5 - i / 1000:.4f}', 'epoch': '{i / 100:.2f}'}}\n"
+                           for i in range(1, 3001)))
+    s = summarize(log, write=False)
+    loss = s["metrics"]["loss"]
+    assert (loss["first"], loss["last"]) == (4.999, 2.0)  # the first line and every chunk's last lines are read
+    assert 100 < loss["count"] < 1000 and s["sampled"]["bytes_skipped"] > 50_000
+
+
 def test_a_plan_json_it_cannot_read_gives_a_summary_without_plan_facts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
