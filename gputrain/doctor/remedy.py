@@ -20,8 +20,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gputrain.render.sbatch import time_seconds
-
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
 
@@ -175,6 +173,10 @@ def _time_limit(summary: dict[str, Any], plan: JobPlan | None) -> Remedy:
     figures = {"steps_done": done, "steps_planned": planned, "steps_per_hour": round(float(rate), 2),
                "seconds_needed": seconds}
     limit = plan.cluster.max_time if plan is not None and plan.cluster is not None else None
+    if limit:
+        # here, not at module level: render.sbatch brings the cluster and asset contracts (~40 ms) that every
+        # other remedy, and `gputrain logs --summary`, does without
+        from gputrain.render.sbatch import time_seconds
     if limit and seconds > time_seconds(limit):
         parts = math.ceil(seconds / time_seconds(limit))
         return Remedy("time_limit", f"{left} steps left at {rate:.0f} steps/h need ~{_hms(seconds)}, more than the "
