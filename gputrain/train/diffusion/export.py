@@ -18,8 +18,6 @@ crash never leaves a half-written model where the loader would find it.
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,11 +25,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from gputrain.errors import GputrainError
 from gputrain.train.diffusion.evaluation import Scorer
 from gputrain.train.diffusion.model import DiT, DiTConfig
 from gputrain.train.diffusion.objective import Layout
 from gputrain.train.diffusion.schedule import LogLinearSchedule
+from gputrain.train.runtime.weights_folder import read_weights_config, write_weights_folder
 
 MODEL_DIR = "model"
 FORMAT = "gputrain-block-diffusion"
@@ -68,21 +66,10 @@ def export_config(model: DiT, layout: Layout, schedule: LogLinearSchedule, token
 def export_diffusion(model: nn.Module, layout: Layout, schedule: LogLinearSchedule, tokenizer: dict[str, Any],
                      job_dir: Path, extra: dict[str, Any] | None = None) -> Path:
     """Write ``job_dir/model`` (rank 0 only: the caller passes the full, unwrapped weights)."""
-    from safetensors.torch import save_file
-
     if not isinstance(model, DiT):
         raise TypeError(f"export_diffusion needs the DiT itself, got {type(model).__name__}")
-    final, tmp = job_dir / MODEL_DIR, job_dir / f".{MODEL_DIR}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    # own contiguous CPU storage per tensor: safetensors refuses shared or strided tensors
-    weights = {k: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
-    save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     config = export_config(model, layout, schedule, tokenizer, extra or {})
-    (tmp / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    return final
+    return write_weights_folder(model, config, job_dir / MODEL_DIR)
 
 
 def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> Pretrained:
@@ -90,13 +77,7 @@ def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> Pre
     from safetensors.torch import load_file
 
     folder = Path(path)
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise GputrainError(f"{folder}: not a block-diffusion export ({type(exc).__name__}: {exc})") from None
-    if config.get("format") != FORMAT or config.get("version") != VERSION:
-        raise GputrainError(f"{folder}/config.json: format {config.get('format')!r} version "
-                            f"{config.get('version')!r}, expected {FORMAT!r} version {VERSION}")
+    config = read_weights_config(folder, FORMAT, VERSION, "block-diffusion")
     model = DiT(DiTConfig(**config["model"]))
     model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=True)
     model.to(device).eval()

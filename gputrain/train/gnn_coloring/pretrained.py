@@ -14,15 +14,13 @@ Written to a temporary folder and renamed, so a crash never leaves a half-writte
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gputrain.errors import GputrainError
 from gputrain.train.gnn_coloring.model import ColoringGNN
+from gputrain.train.runtime.weights_folder import read_weights_config, write_weights_folder
 
 MODEL_DIR = "model"
 FORMAT = "gputrain-coloring-gnn"
@@ -43,17 +41,8 @@ def gnn_config(net: ColoringGNN, random_features: int) -> dict[str, Any]:
 def export_safetensors(net: ColoringGNN, random_features: int, job_dir: Path, extra: dict[str, Any] | None = None
                        ) -> Path:
     """Write ``job_dir/model`` with the network's current weights; its path."""
-    from safetensors.torch import save_file
-
-    final, tmp = job_dir / MODEL_DIR, job_dir / f".{MODEL_DIR}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    weights = {k: v.detach().to("cpu").contiguous().clone() for k, v in net.state_dict().items()}
-    save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    (tmp / "config.json").write_text(json.dumps({**gnn_config(net, random_features), **(extra or {})}, indent=1) + "\n")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    return final
+    config = {**gnn_config(net, random_features), **(extra or {})}
+    return write_weights_folder(net, config, job_dir / MODEL_DIR)
 
 
 def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> ColoringGNN:
@@ -61,13 +50,7 @@ def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> Col
     from safetensors.torch import load_file
 
     folder = Path(path)
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise GputrainError(f"{folder}: not a colouring-network export ({type(exc).__name__}: {exc})") from None
-    if config.get("format") != FORMAT or config.get("version") != VERSION:
-        raise GputrainError(f"{folder}/config.json: format {config.get('format')!r} version "
-                            f"{config.get('version')!r}, expected {FORMAT!r} version {VERSION}")
+    config = read_weights_config(folder, FORMAT, VERSION, "colouring-network")
     net = ColoringGNN(int(config["in_dim"]), int(config["hidden"]), int(config["layers"]), int(config["num_colors"]),
                       0.0, bool(config["chromatic_head"]))
     net.load_state_dict(load_file(str(folder / "model.safetensors")), strict=True)

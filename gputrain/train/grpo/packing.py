@@ -50,12 +50,11 @@ def block_causal_mask(seq: torch.Tensor) -> torch.Tensor:
     return (same & causal)[None, None]
 
 
-def packed_completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                               logits_to_keep: int, temperature: float = 1.0, max_tokens: int | None = None,
-                               entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs ``[B, logits_to_keep]`` of the completion columns, as ``completion_logprobs`` gives them,
-    from packed rows; zero where the completion is padding. With ``entropy``, the per-token entropy too."""
-    b, width = input_ids.shape
+def row_lengths(attention_mask: torch.Tensor, logits_to_keep: int
+                ) -> tuple[torch.Tensor, list[int], list[int], list[int]]:
+    """The boolean mask and, per row, its real tokens, prompt tokens and completion tokens; the last
+    ``logits_to_keep`` columns are the completion, which must be right-padded (real tokens first)."""
+    b, width = attention_mask.shape
     prompt_cols = width - logits_to_keep
     mask = attention_mask.bool()
     lengths = mask.sum(1).tolist()
@@ -63,6 +62,16 @@ def packed_completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, 
     n_comp = mask[:, prompt_cols:].sum(1).tolist()
     if any(bool(mask[r, prompt_cols + n_comp[r]:].any()) for r in range(b) if n_comp[r] < logits_to_keep):
         raise ValueError("completions must be right-padded (real tokens first) to be packed")
+    return mask, lengths, n_prompt, n_comp
+
+
+def packed_completion_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                               logits_to_keep: int, temperature: float = 1.0, max_tokens: int | None = None,
+                               entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs ``[B, logits_to_keep]`` of the completion columns, as ``completion_logprobs`` gives them,
+    from packed rows; zero where the completion is padding. With ``entropy``, the per-token entropy too."""
+    b, width = input_ids.shape
+    mask, lengths, n_prompt, n_comp = row_lengths(attention_mask, logits_to_keep)
     logps: list[torch.Tensor | None] = [None] * b
     ents: list[torch.Tensor | None] = [None] * b
     for group in pack_lengths(lengths, max_tokens or width):

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gputrain.train.grpo.packing import pack_lengths
+from gputrain.train.grpo.packing import pack_lengths, row_lengths
 
 #: FlexAttention's tile: the packed width is a multiple of it, so every call has the same shapes
 FLEX_BLOCK = 128
@@ -61,13 +61,7 @@ def flex_packed_completion_logprobs(model: torch.nn.Module, input_ids: torch.Ten
     FlexAttention forward over the packed bins."""
     b, width = input_ids.shape
     dev = input_ids.device
-    prompt_cols = width - logits_to_keep
-    mask = attention_mask.bool()
-    lengths = mask.sum(1).tolist()
-    n_prompt = mask[:, :prompt_cols].sum(1).tolist()
-    n_comp = mask[:, prompt_cols:].sum(1).tolist()
-    if any(bool(mask[r, prompt_cols + n_comp[r]:].any()) for r in range(b) if n_comp[r] < logits_to_keep):
-        raise ValueError("completions must be right-padded (real tokens first) to be packed")
+    mask, lengths, n_prompt, n_comp = row_lengths(attention_mask, logits_to_keep)
     bins = pack_lengths(lengths, max_tokens or width)
     fill = [sum(lengths[r] for r in group) for group in bins]
     packed_w = -(-max(fill) // FLEX_BLOCK) * FLEX_BLOCK
