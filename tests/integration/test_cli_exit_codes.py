@@ -30,13 +30,15 @@ def unreachable_slurm(tmp_path: Path) -> Path:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{conf} missing: run scripts/slurm-testbed up")
         pytest.skip(f"{conf} missing (scripts/slurm-testbed up)")
+    # MessageTimeout: the client retries a refused controller for about this long per command; the testbed's
+    # 30 s (kept for its loaded nodes) would make this test wait a minute for the same exit code.
+    replace = {"SlurmctldPort": "SlurmctldPort=1", "MessageTimeout": "MessageTimeout=3"}
     bad = tmp_path / "slurm.conf"
-    bad.write_text("".join(("SlurmctldPort=1" if line.startswith("SlurmctldPort=") else line) + "\n"
-                           for line in conf.read_text().splitlines()))
+    bad.write_text("".join(replace.get(line.split("=", 1)[0], line) + "\n" for line in conf.read_text().splitlines()))
     return bad
 
 
-@pytest.mark.slow  # Slurm's client retries a refused controller for ~9 s per command
+@pytest.mark.slow  # Slurm's client retries a refused controller for MessageTimeout (3 s here) per command
 def test_unreachable_controller_exits_1(unreachable_slurm: Path, tmp_path: Path) -> None:
     args = ["gpus", "--cluster", "testbed"]  # `submit` to it: tests/integration/test_slurm_testbed.py
     env = _env(tmp_path, SLURM_CONF=str(unreachable_slurm))

@@ -19,7 +19,10 @@ from tests.integration.math_rl_run import metric_series, run_recipe
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pytest.importorskip("torch")
 
-OVERRIDES = ["algorithm.eval_samples=4"]  # the cpu profile as shipped (80 steps), a smaller evaluation
+# The cpu profile as shipped, for 20 of its 80 steps (nothing below needs more: sharding, per-step logging,
+# prompt-independence figures, GDPO's resolution, the export), with a smaller evaluation.
+STEPS = 20
+OVERRIDES = ["algorithm.eval_samples=4", f"train.max_steps={STEPS}", "train.eval_every=20", "train.save_every=20"]
 
 
 def test_gdpo_cpu_trains_under_real_fsdp_and_reports_prompt_independence(tmp_path: Path) -> None:
@@ -33,7 +36,7 @@ def test_gdpo_cpu_trains_under_real_fsdp_and_reports_prompt_independence(tmp_pat
     assert "strategy requested=fsdp in effect=fsdp" in log
 
     for name in ("correctness", "format", "length"):
-        assert len(metric_series(job, f"rewards/{name}/std")) == 80
+        assert len(metric_series(job, f"rewards/{name}/std")) == STEPS
         assert name in result["rewards"]
     for where in ("eval", "rollout"):  # prompt independence measured on both, flags in result.json
         assert 0.0 <= result[f"{where}_identical_share"] <= 1.0 and f"{where}_echo_share" in result
@@ -50,5 +53,5 @@ def test_gdpo_cpu_trains_under_real_fsdp_and_reports_prompt_independence(tmp_pat
 
     assert result["distinct_advantages_gdpo_mean"] >= result["distinct_advantages_grpo_mean"]
     per_step = [json.loads(x) for x in (job / "gdpo_resolution.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in per_step] == list(range(1, 81))
-    assert len(metric_series(job, "distinct_advantages")) == 80
+    assert [r["step"] for r in per_step] == list(range(1, STEPS + 1))
+    assert len(metric_series(job, "distinct_advantages")) == STEPS

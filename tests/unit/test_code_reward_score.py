@@ -55,6 +55,7 @@ def test_raw_mbpp_rows_are_accepted_as_tasks() -> None:
     assert score_completions(["def add(a, b):\n    return a + b"], [row]) == [1.0]
 
 
+@pytest.mark.slow  # hundreds of sandboxed programs: 3-8 s
 def test_humaneval_gold_passes_on_a_sample() -> None:
     tasks = load_humaneval()[::20]
     assert score_completions([t["reference"] for t in tasks], tasks, workers=2) == [1.0] * len(tasks)
@@ -63,6 +64,7 @@ def test_humaneval_gold_passes_on_a_sample() -> None:
     assert score_completions(["    return None\n"] * len(tasks), tasks, workers=2) == [0.0] * len(tasks)
 
 
+@pytest.mark.slow  # hundreds of sandboxed programs: 3-8 s
 def test_toy_task_gold_passes_and_a_random_policy_sometimes_does() -> None:
     tasks = toy_tasks()
     gold = [t["reference"][len(t["prompt_code"]):] for t in tasks]

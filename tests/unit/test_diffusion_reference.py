@@ -172,6 +172,7 @@ def test_fixed_steps_sampler_reuses_the_output_when_nothing_was_revealed() -> No
     assert len(calls) == 2 and all(1 <= c <= 4 for c in calls)  # 64 steps, at most one call per revealed token
 
 
+@pytest.mark.slow  # a model run per candidate: 4-6 s
 def test_sampling_ends_a_segment_at_its_first_end_of_text() -> None:
     vocab = 30
     m = random_model(vocab=vocab)
@@ -232,6 +233,7 @@ def test_clip_search_picks_the_lowest_variance_window() -> None:
     assert best == (0.3, 0.8) and min(variances.values()) == variances["0.3-0.8"]
 
 
+@pytest.mark.slow  # a model run per candidate: 4-6 s
 def test_clip_search_picks_the_same_window_for_the_same_seed() -> None:
     """Batches, t and masks come from the seed, never from the global RNG that training advances."""
     model, layout = random_model(), Layout.bd3(16, 4)

@@ -166,6 +166,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
         yield server
 
 
+@pytest.mark.slow  # a real hub server and downloads: 3-5 s
 def test_prepare_fetches_pins_and_verifies_then_fetches_nothing(tmp_path: Path, hub: HubServer) -> None:
     recipe = tmp_path / "r.yaml"
     data = yaml.safe_load(MBPP.read_text())
@@ -197,6 +198,7 @@ def test_prepare_fetches_pins_and_verifies_then_fetches_nothing(tmp_path: Path, 
         "model.safetensors"].sha256
 
 
+@pytest.mark.slow  # a real hub server and downloads: 3-5 s
 def test_diffusion_prepare_fetches_the_gpt2_tokenizer_only_and_the_job_reads_it_offline(tmp_path: Path) -> None:
     """BD3-LM's ``tokenizer: auto`` silently trained on bytes where GPT-2 was not on disk (an offline node):
     ``prepare`` now fetches GPT-2's tokenizer (not its weights) and the training loads it at the pinned commit."""

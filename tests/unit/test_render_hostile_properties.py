@@ -36,6 +36,13 @@ from gputrain.recipe.schema import Recipe, algorithm_model
 from gputrain.render import render_artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def examples(full: int) -> int:
+    """Hypothesis examples per property: all of them under CI (``CI=true``), a quarter in the working loop
+    (``pytest -m "not slow"``), so every property stays in the loop at a quarter of its time."""
+    return full if os.environ.get("CI") == "true" else max(10, full // 4)
+
 BASE = yaml.safe_load((ROOT / "recipes" / "selftest.yaml").read_text(encoding="utf-8"))
 STUBS = ("sbatch", "srun", "scontrol", "squeue", "scancel", "torchrun", "python", "python3", "docker", "pgrep",
          "gputrain", "module", "nvidia-smi", "hostname")
@@ -178,7 +185,7 @@ def _attempt(work: Path, recipe_data: dict[str, Any], recipe_name: str, cluster:
     assert not made, f"a hostile value ran a command ({made}): {(work / 'argv.log').read_text()[-2000:]}"
 
 
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=examples(120), deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
@@ -200,7 +207,7 @@ FREE_TEXT = [("env", "RECIPE_HOSTILE"), ("model", "name"), ("model", "size"), ("
              ("tracking", "project"), ("description",)]
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=examples(60), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_hostile_free_text_is_rendered_inert(tmp_path: Path, data: st.DataObject) -> None:
@@ -228,7 +235,7 @@ def test_hostile_cluster_values_never_run(tmp_path: Path, data: st.DataObject) -
         _attempt(work, fresh_base(), "recipe.yaml", cluster)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=examples(40), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_hostile_recipe_file_names_never_run(tmp_path: Path, data: st.DataObject) -> None:
