@@ -173,8 +173,9 @@ NOTES = """## Reading the table
   per-step time of a GRPO run with its configuration. OpenRLHF's README until 2024 timed 1024 prompts of PPO
   with a critic and a reward model on A800s (and called the data outdated), a workload this schema does not
   express. slime's docs (August 2026) print no step time. verl's published step times and logs, EasyR1's
-  baselines and verl's DeepSeek page each lack one input (listed above with what is missing). No row is made
-  up for any of them: the table is one framework's, with two training backends (Megatron, DTensor/FSDP2).
+  baselines, verl's DeepSeek page and verl/rLLM issue threads each lack an input (listed above with what is
+  missing). No row is made up for any of them: the table is one framework's, with two training backends
+  (Megatron, DTensor/FSDP2).
 - Mixture-of-experts rows (Qwen3-30B-A3B): the log-prob and update passes run at the dense efficiency times
   Megatron-Core's published MoE shortfall on the system (Megatron-Bridge 26.04.01, Qwen3-30B-A3B / Llama3-70B
   model TFLOP/s: 0.282 on H100, 0.360 on GB200; `gputrain/planner/moe.py`, `benchmarks/PLANNER.md`), not a
