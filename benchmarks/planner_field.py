@@ -172,13 +172,18 @@ NOTES = """## Reading the table
 - TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots) publish no
   per-step time of a GRPO run with its configuration. OpenRLHF's README until 2024 timed 1024 prompts of PPO
   with a critic and a reward model on A800s (and called the data outdated), a workload this schema does not
-  express. verl publishes step times (below) without the mean response length they depend on. No row is made
-  up for any of them: the table is one framework's, with two training backends (Megatron, DTensor/FSDP2).
-- Mixture-of-experts rows (Qwen3-30B-A3B) are the misses: where NeMo RL prints phases, policy training took
-  50 s against 9 s predicted and log-probs 23 s against 6 s, while the dense Qwen3-32B's phases land within
-  15 %. The planner prices MoE compute from the active parameters at the dense efficiency; what Megatron's
-  MoE path spends beyond that (token dispatch, permutation, per-expert GEMMs, routing imbalance without an
-  auxiliary loss) is not derived yet, and no factor is fitted to these rows in its place."""
+  express. slime's docs (August 2026) print no step time. verl's published step times and logs, EasyR1's
+  baselines, verl's DeepSeek page and verl/rLLM issue threads each lack an input (listed above with what is
+  missing). No row is made up for any of them: the table is one framework's, with two training backends
+  (Megatron, DTensor/FSDP2).
+- Mixture-of-experts rows (Qwen3-30B-A3B): the log-prob and update passes run at the dense efficiency times
+  Megatron-Core's published MoE shortfall on the system (Megatron-Bridge 26.04.01, Qwen3-30B-A3B / Llama3-70B
+  model TFLOP/s: 0.282 on H100, 0.360 on GB200; `gputrain/planner/moe.py`, `benchmarks/PLANNER.md`), not a
+  factor fitted to these rows. Where NeMo RL prints phases (v0.3 blog), policy training is now 28 s predicted
+  against 50 s published and log-probs 19 against 23 (9 and 6 before). The published figure is of Megatron's
+  best MoE path (DeepEP dispatcher, fused permutation); the RL runs use the all-to-all or all-gather dispatcher,
+  unfused permutation (v0.4-v0.5) and no load-balancing loss on a frozen router, which is not priced: the two
+  GB200 1-step-off rows (training on 8-16 GPUs sets their step) are still under by more than 2x."""
 
 
 def main() -> int:

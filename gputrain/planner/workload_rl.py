@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from gputrain.errors import PlanError
 from gputrain.planner import physics
 from gputrain.planner.memory_terms import grad_bytes
+from gputrain.planner.moe import moe_note, moe_relative_efficiency
 from gputrain.planner.parallel import layout, rollout_gpus
 from gputrain.planner.vllm_fit import MAX_WAVES, check_share, kv_cache_bytes
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
@@ -136,6 +137,14 @@ def efficiency(recipe: Recipe) -> float:
     return recipe.estimate.mfu if "mfu" in recipe.estimate.model_fields_set else RL_EFFICIENCY
 
 
+def train_efficiency(recipe: Recipe, hw: Hardware) -> float:
+    """Efficiency of the log-prob and update passes: :func:`efficiency`, times the published shortfall of the
+    mixture-of-experts training path for a MoE model (``planner.moe``) unless the recipe states ``estimate.mfu``."""
+    if "mfu" in recipe.estimate.model_fields_set:
+        return efficiency(recipe)
+    return efficiency(recipe) * moe_relative_efficiency(recipe, hw.gpu)
+
+
 def _fsdp_hooks(recipe: Recipe, hw: Hardware) -> bool:
     """HF generate on a sharded policy: FSDP2's hooks run on every decode step (the weights are gathered)."""
     return recipe.distributed.strategy == "fsdp" and hw.world > 1
@@ -236,7 +245,7 @@ def _forward_pass(recipe: Recipe, hw: Hardware, s: RLShape) -> tuple[float, floa
     flops = s.seqs * physics.sequence_forward_flops(recipe.model, s.train_tokens)
     chunks = math.ceil(s.seqs / s.micro)
     host = chunks * (recipe.model.num_layers or 1) * 25 * hw.op_seconds
-    return flops / (hw.peak * efficiency(recipe)) + host, flops
+    return flops / (hw.peak * train_efficiency(recipe, hw)) + host, flops
 
 
 def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: StepModel) -> None:
@@ -261,8 +270,8 @@ def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: 
         comm = ring * (micro_steps * 2 * params / lay.model_parallel * half + grads) / link
     else:
         comm = updates * 2 * ring * grad_bytes(recipe, hw) * trainable / link
-    out.phases["update"] = flops / (hw.peak * efficiency(recipe)) + host + optimizer + comm
-    out.compute_seconds += flops / (hw.peak * efficiency(recipe))
+    out.phases["update"] = flops / (hw.peak * train_efficiency(recipe, hw)) + host + optimizer + comm
+    out.compute_seconds += flops / (hw.peak * train_efficiency(recipe, hw))
 
 
 def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape, out: StepModel) -> None:
@@ -307,7 +316,7 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
     for _ in passes:
         seconds, flops = _forward_pass(recipe, hw, s)
         out.phases["logprob"] = out.phases.get("logprob", 0.0) + seconds
-        out.compute_seconds += flops / (hw.peak * efficiency(recipe))
+        out.compute_seconds += flops / (hw.peak * train_efficiency(recipe, hw))
         out.flops += flops * hw.world
     _update(recipe, hw, s, algo, out)
     if entrypoint_of(recipe.entrypoint).code_reward:
@@ -323,6 +332,8 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         f"{efficiency(recipe):.0%} MFU "
         + ("(estimate.mfu: assumed by the recipe)" if "mfu" in recipe.estimate.model_fields_set else
            f"(the planner's default, range {RL_EFFICIENCY_RANGE[0]:.0%}-{RL_EFFICIENCY_RANGE[1]:.0%})"))
+    if moe_note(recipe, hw.gpu) and "mfu" not in recipe.estimate.model_fields_set:
+        out.assumptions.append(moe_note(recipe, hw.gpu))
     if algo.off_policy_steps:
         out.concurrent = ("rollout",)
         out.assumptions.append("one-step off-policy: step n+1's rollout runs while step n trains; the step is "
