@@ -187,7 +187,7 @@ def _roll_back(backend: SlurmBackend, exc: BaseException, *, held: list[str], re
     if isinstance(exc, GputrainError):
         what, code = exc.message, exc.exit_code
     else:
-        what, code = (f"cannot create job folders: {exc.strerror}" if isinstance(exc, OSError)
+        what, code = (f"cannot write {exc.filename}: {exc.strerror}" if isinstance(exc, OSError)
                       else f"interrupted ({type(exc).__name__})"), 1
     said = ""
     if held:

@@ -138,7 +138,7 @@ def test_a_point_slurm_refuses_cancels_the_points_already_in_and_none_runs(lab: 
     assert "QOS" in line and "cancelled" in line and "4242, 4243" in line
 
 
-@pytest.mark.parametrize("mode", ["--array", "--no-array", "--dry-run"])
+@pytest.mark.parametrize("mode", ["--array", "--dry-run"])  # --no-array stages the same way as --array
 def test_a_disk_that_fills_part_way_leaves_no_half_written_folder(lab: Path, mode: str) -> None:
     """Before: the first job folder stayed behind with its checkpoints/ made and no files (a hidden
     .staging_* folder for a submit, the dry run's own folder for --dry-run)."""
@@ -149,7 +149,7 @@ def test_a_disk_that_fills_part_way_leaves_no_half_written_folder(lab: Path, mod
     assert ("nothing was written" if mode == "--dry-run" else "nothing was submitted") in line
 
 
-@pytest.mark.parametrize("mode", ["--array", "--no-array", "--dry-run"])
+@pytest.mark.parametrize("mode", ["--no-array", "--dry-run"])
 def test_a_logs_dir_that_cannot_be_a_folder_is_exit_2_naming_it(lab: Path, mode: str) -> None:
     """Before: exit 1, naming a hidden staging folder rather than the --logs-dir the user gave."""
     (lab / "afile").write_text("")
