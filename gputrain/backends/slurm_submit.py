@@ -114,6 +114,7 @@ def submit_held(backend: SlurmBackend, jobs: Sequence[PreparedJob], *, array: bo
     recorded: list[str] = []  # registry rows, to withdraw on failure
     placed: list[Path] = []  # folders renamed into place, to remove on failure
     subs: list[Submission] = []
+    releasing = False
     try:
         if array:
             held.append(backend._sbatch_held(staging / "0" / "job.sbatch", first))
@@ -130,13 +131,14 @@ def submit_held(backend: SlurmBackend, jobs: Sequence[PreparedJob], *, array: bo
             recorded.append(job_id)
             subs.append(Submission(job_id=job_id, job_dir=job_dir, script=job.stamped(stamp)["job.sbatch"],
                                    extra=dict(extra)))
+        releasing = True  # from here a job of the list may have been released (and started) before a failure
         released = run_slurm(["scontrol", "release", ",".join(held)])
         if released.returncode != 0:
             from gputrain.backends.slurm import _one_line
 
             raise ClusterError(_one_line("scontrol release", released.stderr or released.stdout))
     except BaseException as exc:
-        error = _roll_back(backend, exc, held=held, recorded=recorded, placed=placed)
+        error = _roll_back(backend, exc, held=held, recorded=recorded, placed=placed, releasing=releasing)
         if isinstance(exc, (OSError, GputrainError)):
             raise error from None
         raise
@@ -180,7 +182,7 @@ def _place(staged: Path, job_dir: Path) -> None:
 
 
 def _roll_back(backend: SlurmBackend, exc: BaseException, *, held: list[str], recorded: list[str],
-               placed: list[Path]) -> GputrainError:
+               placed: list[Path], releasing: bool) -> GputrainError:
     """Undo a partial submission; the error to raise says what failed and what became of the held jobs."""
     from gputrain.backends.slurm import _one_line, run_slurm
 
@@ -198,8 +200,11 @@ def _roll_back(backend: SlurmBackend, exc: BaseException, *, held: list[str], re
         except ClusterError as cancel_exc:
             failed = cancel_exc.message
         if failed:
-            said = (f"; the held job(s) {ids} could not be cancelled ({failed}): held, they never start; "
+            held_says = "some may have been released" if releasing else "held, they never start"
+            said = (f"; the job(s) {ids} could not be cancelled ({failed}): {held_says}; "
                     f"`scancel {' '.join(held)}` removes them")
+        elif releasing:
+            said = f"; cancelled the job(s) {ids} and removed their folders and records"
         else:
             said = f"; cancelled the held job(s) {ids} before any started and removed their folders and records"
     try:

@@ -55,6 +55,8 @@ elif tool == "sbatch":
         fh.write(f"{job_id} held\n")
     print(job_id)
 elif tool == "scontrol" and args[:1] == ["release"]:
+    if os.environ.get("FAKE_RELEASE_FAILS"):
+        sys.exit("slurm_update error: Socket timed out on send/recv operation")
     with open(queue, "a") as fh:
         fh.writelines(f"{job_id} released\n" for job_id in args[1].split(","))
 elif tool == "scancel":
@@ -157,6 +159,15 @@ def test_a_logs_dir_that_cannot_be_a_folder_is_exit_2_naming_it(lab: Path, mode:
     line = one_line_error(out, 2)
     assert f"--logs-dir {lab / 'afile' / 'logs'}" in line and "Not a directory" in line and ".staging" not in line
     assert queue(lab) == {} and rows(lab) == []
+
+
+def test_a_release_that_fails_cancels_every_job_and_keeps_no_row_or_folder(lab: Path) -> None:
+    """Before: the first point's release failed, it was cancelled but its folder and a CANCELLED row stayed."""
+    out = submit(lab, "--no-array", "--sweep", "train.seed=1,2", FAKE_RELEASE_FAILS="1")
+    line = one_line_error(out, 1)
+    assert queue(lab) == {"4242": "cancelled", "4243": "cancelled"}
+    assert rows(lab) == [] and left_in(lab / "logs") == []
+    assert "scontrol release failed: slurm_update error" in line and "cancelled the job(s) 4242, 4243" in line
 
 
 def test_a_cancel_that_fails_says_which_held_jobs_are_left_and_how_to_remove_them(lab: Path) -> None:
