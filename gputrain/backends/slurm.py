@@ -9,7 +9,6 @@ before its folder exists, and a failure at any step cancels the held job and lea
 from __future__ import annotations
 
 import getpass
-import os
 import re
 import shutil
 import subprocess
@@ -19,9 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gputrain.atomic import write_atomic
 from gputrain.backends.base import Backend, JobRequest, JobStatus, Submission
-from gputrain.backends.resume import seed_checkpoint
 from gputrain.backends.slurm_parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -35,9 +32,9 @@ from gputrain.backends.slurm_parse import (
     slurm_job_id,
 )
 from gputrain.contract import jobstate
-from gputrain.errors import ClusterError, GputrainError, UserError
+from gputrain.errors import ClusterError, UserError
 from gputrain.registry.store import FINAL_STATES, JobRecord, JobRegistry
-from gputrain.registry.transitions import record_job, record_state
+from gputrain.registry.transitions import record_state
 
 if TYPE_CHECKING:
     from gputrain.contract.plan import JobPlan
@@ -184,11 +181,14 @@ class SlurmBackend(Backend):
         return job
 
     def submit_all(self, requests: Sequence[JobRequest]) -> list[Submission]:
-        """Every point rendered before any is submitted; a sweep as one array unless ``array`` is off."""
+        """Every point rendered before any is submitted; a sweep as one array unless ``array`` is off; all
+        or nothing either way (:mod:`gputrain.backends.slurm_submit`)."""
         if not (self.array and len(requests) > 1):
             ready = [_Prepared(r.plan, r.logs_dir, r.dry_run, r.sweep, r.resume_from, self._prepare(r))
                      for r in requests]
-            return super().submit_all(ready)
+            from gputrain.backends.slurm_submit import submit_each
+
+            return submit_each(self, [r.job for r in ready if r.job], dry_run=requests[0].dry_run)
         from gputrain.backends.slurm_array import same_script, submit_array
 
         jobs = [self._prepare(r, array=(len(requests), self.max_parallel)) for r in requests]
@@ -200,12 +200,12 @@ class SlurmBackend(Backend):
         return submit_array(self, jobs, dry_run=requests[0].dry_run)
 
     def submit_prepared(self, job: PreparedJob, *, dry_run: bool = False) -> Submission:
-        """Write the job folder and sbatch it: held, folder renamed to the job id, recorded, released."""
-        stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
-        files = job.stamped(stamp)
-        script = files["job.sbatch"]
-        logs_dir = Path(job.logs_dir)
+        """Write the job folder and sbatch it: held, folder renamed to the job id, recorded, released (all
+        or nothing: :mod:`gputrain.backends.slurm_submit`). A dry run writes the folder whole or not at all."""
         if dry_run:
+            stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+            files = job.stamped(stamp)
+            logs_dir = Path(job.logs_dir)
             job_dir = dry_run_dir(logs_dir, job.recipe, stamp)
             for n in range(2, 10_000):  # several dry runs in one second (a sweep): never overwrite one
                 if not job_dir.exists():
@@ -213,51 +213,20 @@ class SlurmBackend(Backend):
                 files = job.stamped(f"{stamp}-{n}")  # the script names its folder through the stamp
                 job_dir = dry_run_dir(logs_dir, job.recipe, f"{stamp}-{n}")
             self._write_folder(job_dir, files)
-            script = files["job.sbatch"]
-            return Submission(job_id="dry-run", job_dir=job_dir, script=script, dry_run=True)
+            return Submission(job_id="dry-run", job_dir=job_dir, script=files["job.sbatch"], dry_run=True)
 
         if shutil.which("sbatch") is None:
             run_slurm(["sbatch"])  # raises the one-line "not found on PATH" error
-        self._check_gres(job)
-        staging = logs_dir / f".staging_{job.recipe}_{stamp}_{os.urandom(4).hex()}"
-        self._write_folder(staging, files)
-        if job.resume_from:
-            try:
-                seed_checkpoint(Path(job.resume_from), staging)
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-        try:
-            job_id = self._sbatch_held(staging / "job.sbatch", job)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        job_dir = logs_dir / f"{job.recipe}_job_{job_id}_{stamp}"
-        try:
-            os.rename(staging, job_dir)
-            record_job(self.registry, self._record(job_id, job_dir, job))
-        except (OSError, GputrainError) as exc:
-            run_slurm(["scancel", "--", job_id])
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.rmtree(job_dir, ignore_errors=True)
-            if isinstance(exc, GputrainError):
-                raise
-            raise ClusterError(f"cannot create job folder {job_dir}: {exc.strerror}") from None
-        released = run_slurm(["scontrol", "release", job_id])
-        if released.returncode != 0:
-            run_slurm(["scancel", "--", job_id])
-            record_state(self.registry, job_id, jobstate.CANCELLED, reason="release failed")
-            raise ClusterError(_one_line("scontrol release", released.stderr))
-        return Submission(job_id=job_id, job_dir=job_dir, script=script)
+        from gputrain.backends.slurm_submit import submit_held
+
+        return submit_held(self, [job], array=False)[0]
 
     @staticmethod
     def _write_folder(folder: Path, files: dict[str, str]) -> None:
-        try:
-            (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
-            for name, text in files.items():
-                write_atomic(folder / name, text, 0o755 if name.endswith(".sbatch") else 0o644)
-        except OSError as exc:
-            raise ClusterError(f"cannot write job folder {folder}: {exc.strerror}") from None
+        """A dry run's folder, whole or not at all."""
+        from gputrain.backends.slurm_submit import write_folders
+
+        write_folders([(folder, files)], folder.parent, dry_run=True)
 
     @staticmethod
     def _gres(job: PreparedJob) -> str | None:

@@ -10,18 +10,16 @@ and ``cancel`` accept the sweep id.
 
 from __future__ import annotations
 
-import os
-import shutil
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from gputrain.backends.base import Submission
 from gputrain.backends.slurm import PreparedJob, SlurmBackend, _one_line, run_slurm
+from gputrain.backends.slurm_submit import submit_held, write_folders
 from gputrain.contract import jobstate
-from gputrain.errors import ClusterError, GputrainError, UserError
+from gputrain.errors import ClusterError, UserError
 from gputrain.registry.store import JobRecord
-from gputrain.registry.transitions import forget_jobs, record_job, record_state
+from gputrain.registry.transitions import record_state
 
 
 def same_script(jobs: list[PreparedJob]) -> bool:
@@ -30,57 +28,19 @@ def same_script(jobs: list[PreparedJob]) -> bool:
 
 
 def submit_array(backend: SlurmBackend, jobs: list[PreparedJob], *, dry_run: bool = False) -> list[Submission]:
-    """Submit prepared points as one held array, record each task, release; nothing is left on failure."""
+    """Submit prepared points as one held array, record each task, release; all or nothing
+    (:func:`gputrain.backends.slurm_submit.submit_held`). A dry run writes every folder or none."""
     if not jobs or not same_script(jobs):
         raise UserError("the sweep's points need different job scripts (resources or environment differ): "
                         "they cannot share one array")
-    first = jobs[0]
+    if not dry_run:
+        return submit_held(backend, jobs, array=True)
     stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
-    logs_dir = Path(first.logs_dir)
-    if dry_run:
-        out = []
-        for task, job in enumerate(jobs):
-            job_dir = logs_dir / f"{job.recipe}_job_dryrun_{stamp}_{task}"
-            backend._write_folder(job_dir, job.stamped(stamp))
-            out.append(Submission(job_id="dry-run", job_dir=job_dir, script=job.files["job.sbatch"], dry_run=True,
-                                  extra={"array_task": task}))
-        return out
-    backend._check_gres(first)
-    staging = logs_dir / f".staging_{first.recipe}_{stamp}_{os.urandom(4).hex()}"
-    for task, job in enumerate(jobs):
-        backend._write_folder(staging / str(task), job.stamped(stamp))
-    try:
-        array_id = backend._sbatch_held(staging / "0" / "job.sbatch", first)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    done: list[Submission] = []
-    try:
-        for task, job in enumerate(jobs):
-            job_dir = logs_dir / f"{job.recipe}_job_{array_id}_{task}_{stamp}"
-            os.rename(staging / str(task), job_dir)
-            record = backend._record(f"{array_id}_{task}", job_dir, job)
-            record = replace(record, extra={**record.extra, "sweep_id": array_id, "array_task": task})
-            record_job(backend.registry, record)
-            done.append(Submission(job_id=record.job_id, job_dir=job_dir, script=job.files["job.sbatch"],
-                                   extra={"array_task": task, "sweep_id": array_id}))
-        shutil.rmtree(staging, ignore_errors=True)
-    except (OSError, GputrainError) as exc:
-        run_slurm(["scancel", "--", array_id])
-        for sub in done:
-            forget_jobs(backend.registry, [backend.registry.get(sub.job_id)])
-            shutil.rmtree(sub.job_dir, ignore_errors=True)
-        shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(exc, GputrainError):
-            raise
-        raise ClusterError(f"cannot create the sweep's job folders in {logs_dir}: {exc.strerror}") from None
-    released = run_slurm(["scontrol", "release", array_id])
-    if released.returncode != 0:
-        run_slurm(["scancel", "--", array_id])
-        for sub in done:
-            record_state(backend.registry, sub.job_id, jobstate.CANCELLED, reason="release failed")
-        raise ClusterError(_one_line("scontrol release", released.stderr))
-    return done
+    logs_dir = Path(jobs[0].logs_dir)
+    dirs = [logs_dir / f"{job.recipe}_job_dryrun_{stamp}_{task}" for task, job in enumerate(jobs)]
+    write_folders([(d, job.stamped(stamp)) for d, job in zip(dirs, jobs, strict=True)], logs_dir, dry_run=True)
+    return [Submission(job_id="dry-run", job_dir=d, script=job.files["job.sbatch"], dry_run=True,
+                       extra={"array_task": task}) for task, (d, job) in enumerate(zip(dirs, jobs, strict=True))]
 
 
 def sweep_records(backend: SlurmBackend, sweep_id: str) -> list[JobRecord]:

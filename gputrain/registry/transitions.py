@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from gputrain.contract.jobstate import CANCELLED
 from gputrain.registry.store import JobRecord, JobRegistry
 
 _KEEP: Any = object()
@@ -52,4 +53,12 @@ def record_facts(registry: JobRegistry, job_id: str, /, **facts: Any) -> JobReco
 
 def forget_jobs(registry: JobRegistry, records: Iterable[JobRecord]) -> builtins.list[JobRecord]:
     """Remove finished jobs from the registry (never unfinished ones); their folders stay on disk."""
+    return registry.forget(records)
+
+
+def withdraw_jobs(registry: JobRegistry, job_ids: Iterable[str], /, **facts: Any) -> builtins.list[JobRecord]:
+    """Remove the rows of jobs whose submission was rolled back: cancelled while held, they never ran and
+    their folders are gone (:mod:`gputrain.backends.slurm_submit`). Recorded CANCELLED first, so the rule of
+    :func:`forget_jobs` holds (only ended jobs leave the registry) and a row that cannot be removed is true."""
+    records = [record_state(registry, job_id, CANCELLED, **facts) for job_id in job_ids]
     return registry.forget(records)
