@@ -117,32 +117,12 @@ def worker_pids(parent: int) -> list[int]:
     return pids
 
 
-def test_bd3lm_preempted_mid_run_checkpoints_and_resumes(tmp_path: Path) -> None:
-    job = tmp_path / "pre"
-    proc = launch(job, cpu_config("bd3lm", {"num_samples": 0}, max_steps=5000, log_every=1))
-    deadline = time.monotonic() + 300
-    while not (job / "metrics.jsonl").exists() or len((job / "metrics.jsonl").read_text().splitlines()) < 3:
-        assert proc.poll() is None and time.monotonic() < deadline, "training ended or stalled before step 3"
-        time.sleep(0.5)
-    workers = worker_pids(proc.pid)
-    assert len(workers) == 2
-    os.kill(workers[1], signal.SIGUSR1)  # one rank is told; the runtime makes every rank stop
-    out, _ = proc.communicate(timeout=300)
-    info = json.loads((job / "PREEMPTED").read_text())
-    step = info["step"]
-    assert step >= 3 and (job / "checkpoints" / f"step_{step:08d}").is_dir(), out[-3000:]
-    assert not (job / "result.json").exists()
-
-    out = run(job, cpu_config("bd3lm", {"num_samples": 0}, max_steps=step + 3, log_every=1))
-    assert f"resumed from step {step}" in out
-    assert json.loads((job / "result.json").read_text())["steps"] == step + 3
-
-
 def test_bd3lm_preempted_and_resumed_equals_the_uninterrupted_run(tmp_path: Path) -> None:
-    """Same config, one run stopped by SIGUSR1 on one rank and resumed: every logged loss and the final
-    result equal the uninterrupted run's bit for bit (batch order, antithetic t draws and clip all resume)."""
-    config = cpu_config("bd3lm", {"num_samples": 0, "eval_batches": 1}, max_steps=30, log_every=1,
-                        eval_every=10)
+    """Same config, one run stopped by SIGUSR1 on one rank (the runtime stops every rank, each checkpoints)
+    and resumed: every logged loss and the final result equal the uninterrupted run's bit for bit (batch
+    order, antithetic t draws and clip all resume)."""
+    config = cpu_config("bd3lm", {"num_samples": 0, "eval_batches": 1}, max_steps=16, log_every=1,
+                        eval_every=8)
     reference = tmp_path / "reference"
     run(reference, config)
 
@@ -156,7 +136,8 @@ def test_bd3lm_preempted_and_resumed_equals_the_uninterrupted_run(tmp_path: Path
     out, _ = proc.communicate(timeout=300)
     assert (job / "PREEMPTED").is_file(), "the run finished before the signal landed:\n" + out[-3000:]
     step = json.loads((job / "PREEMPTED").read_text())["step"]
-    assert 3 <= step < 30
+    assert 3 <= step < 16 and (job / "checkpoints" / f"step_{step:08d}").is_dir(), out[-3000:]
+    assert not (job / "result.json").exists()  # a preempted run reports nothing yet
     (job / "PREEMPTED").unlink()
     out = run(job, config)
     assert f"resumed from step {step}" in out
