@@ -291,6 +291,7 @@ def test_engine_without_vllm_fails_with_the_install_hint(tmp_path: Path) -> None
         )
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch: 3-5 s
 def test_importing_the_engine_module_does_not_import_vllm() -> None:
     code = "import sys, gputrain.train.grpo.vllm_engine, gputrain.train.grpo.trainer; print('vllm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

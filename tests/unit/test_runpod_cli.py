@@ -96,6 +96,7 @@ def test_down_needs_a_name_or_all(fake):
     assert result.exit_code != 0 and "NAME or --all" in str(result.exception)
 
 
+@pytest.mark.slow  # several CLI processes against the fake: 3 s
 def test_logs_prints_the_job_log_or_the_pod_log(fake, tmp_path):
     _register(tmp_path, "gputrain-mine-1", state="COMPLETED")
     assert run("logs", "gputrain-mine-1").output == "step 1 loss 0.5\nstep 2 loss 0.25\n"

@@ -49,6 +49,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a process killed mid-save, per layout: 2-3 s each
 @pytest.mark.parametrize("where", ["rank", "state"])
 def test_kill_9_during_save_keeps_previous_checkpoint_loadable(tmp_path: Path, where: str) -> None:
     root = tmp_path / "checkpoints"

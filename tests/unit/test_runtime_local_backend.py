@@ -65,6 +65,7 @@ def test_cancel_before_the_supervisor_starts_means_it_never_starts(tmp_path: Pat
     assert backend.cancel(sub.job_id) == "CANCELLED"  # a second cancel changes nothing
 
 
+@pytest.mark.slow  # a real run with TensorBoard and W&B offline: 3-4 s
 def test_tensorboard_and_wandb_offline_log_without_secret_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

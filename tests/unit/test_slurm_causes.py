@@ -77,6 +77,7 @@ print("kept", flag.signal_name)
 """
 
 
+@pytest.mark.slow  # a real process signalled while it starts: 3-4 s
 def test_signal_before_the_handlers_is_kept_not_fatal(tmp_path: Path) -> None:
     """A worker told to stop while torch is still importing used to die of SIGUSR1 (no PREEMPTED file)."""
     env = {**os.environ, "GPUTRAIN_JOB_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
