@@ -2,8 +2,10 @@
 
 Several ``gputrain submit`` processes may write at once, so the file runs in WAL mode, every write is one
 ``BEGIN IMMEDIATE`` transaction (the writer lock is taken up front, no upgrade deadlocks) and a busy timeout
-lets writers queue instead of failing. Location: ``$GPUTRAIN_HOME/jobs.db`` (default
-``~/.local/share/gputrain/jobs.db``).
+lets writers queue instead of failing. The switch to WAL is the exception: SQLite answers "database is
+locked" at once, without waiting, to a ``PRAGMA journal_mode = WAL`` racing another process that opens the
+same new file (two ``gputrain`` commands started together on a fresh home), so :func:`_use_wal` retries it.
+Location: ``$GPUTRAIN_HOME/jobs.db`` (default ``~/.local/share/gputrain/jobs.db``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -32,6 +35,23 @@ BACKENDS = ("local", "slurm", "runpod")
 stores any well-formed backend name, so a new backend is one row in that table."""
 _BACKEND_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _BUSY_TIMEOUT_S = 30.0
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (a no-op once it is), retrying the switch that SQLite refuses at once, busy
+    timeout or not, while another process opens the same new file; gives up after the busy timeout."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    pause = 0.002
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -176,8 +196,7 @@ class JobRegistry:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
             if not self._ready and writable:
-                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
+                _use_wal(conn)
                 conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
                 self._ready = True
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -125,11 +125,14 @@ def attacks(ctx: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 except OSError:
                     pass
             """, "tests": SQUARE_TESTS},
+        # bytes(n) is calloc'd: address space without touching pages, so the memory limit (address space)
+        # answers in milliseconds however loaded the machine is; without the limit the loop runs until the
+        # test's time-out and the "MemoryError" check fails (zero-filled bytearrays took over 2 s at load 10)
         "memory_hog": {"program": """
             chunks = []
             def square(x):
                 while True:
-                    chunks.append(bytearray(64 * 1024 * 1024))
+                    chunks.append(bytes(64 * 1024 * 1024))
             """, "tests": SQUARE_TESTS},
         "daemon_holding_the_pipes": {"program": """
             import os, time
