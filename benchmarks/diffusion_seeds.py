@@ -50,7 +50,10 @@ def unigram(val: Any, eos_id: int, vocab: int, layout: Any) -> Any:
     class Unigram(torch.nn.Module):
         def forward(self, tokens: Any, *args: Any, head_len: int | None = None, head_rows: Any = None,
                     **kwargs: Any) -> tuple[Any, list[Any]]:
-            rows = int(head_rows.sum()) if head_rows is not None else tokens.shape[0] * (head_len or 1)
+            if head_rows is None:
+                rows = tokens.shape[0] * (head_len or 1)
+            else:  # a mask of the scored positions, or their flat indices (bucketed rows)
+                rows = int(head_rows.sum()) if head_rows.dtype == torch.bool else head_rows.numel()
             return log_p.expand(rows, vocab).clone(), []
 
     return Unigram()
