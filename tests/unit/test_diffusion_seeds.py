@@ -34,11 +34,11 @@ def test_unigram_scores_through_heldout_nelbo_on_an_hdp_layout() -> None:
 
     seeds = _module()
     tok = ByteTokenizer()
-    layout = hdp_layout(64, 16, 64, 8, 8)
-    val = torch.tensor([encode_hdp(tok, r, 64, 16, 64) for r in generate_problems(8, 5)])
+    layout = hdp_layout(32, 8, 32, 4, 4)
+    val = torch.tensor([encode_hdp(tok, r, 32, 8, 32) for r in generate_problems(4, 5)])
     net = DiT(DiTConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=1, num_heads=2, cond_dim=16)).eval()
     pre = Pretrained(net, layout, LogLinearSchedule(1e-3), tok.mask_id, tok.eos_id, {})
     const = seeds.unigram(val, tok.eos_id, tok.vocab_size, layout)
-    nelbo = heldout_nelbo(pre.scorer(), const, val, 4, 2, seed=0)["nelbo"]
+    nelbo = heldout_nelbo(pre.scorer(), const, val, 4, 1, seed=0)["nelbo"]
     # a context-free predictor fitted on these very rows: finite, and below the uniform predictor's ln(257)
     assert math.isfinite(nelbo) and 0 < nelbo < math.log(tok.vocab_size - 1)
