@@ -1,10 +1,13 @@
-"""Before/after per seed for BD3-LM runs of the ``cpu`` profile, scored by one evaluator (issue 29).
+"""Before/after per seed for BD3-LM and HDP runs of the ``cpu`` profile, scored by one evaluator (issue 29).
 
 Run the README command once per seed, then score every finished job the same way::
 
     for s in 0 1 2; do gputrain run recipes/bd3lm_gsm8k.yaml --gpu cpu --gpus 2 --set train.seed=$s \\
         --logs-dir runs/seed$s; done
     PYTHONPATH=. python benchmarks/diffusion_seeds.py runs/seed*/bd3lm_gsm8k_job_*
+
+HDP jobs (``recipes/hdp_diffusion.yaml``) the same way: their rows are encoded as the HDP trainer encodes them
+(question, plan and execution segments of the job's lengths; the question is never noised nor scored).
 
 ``after``: the job's exported model (``<job>/model``, the EMA weights its ``result.json`` scored) loaded with
 ``gputrain.train.diffusion.export.load_pretrained``. ``before``: the same architecture at initialisation
@@ -28,6 +31,7 @@ from typing import Any
 from gputrain.train.diffusion.data import ByteTokenizer, Segment, encode_fixed, generate_problems
 from gputrain.train.diffusion.evaluation import heldout_nelbo
 from gputrain.train.diffusion.export import load_pretrained
+from gputrain.train.diffusion.hierarchy import encode_hdp
 from gputrain.train.diffusion.model import DiT
 
 EVAL_SEED, EVAL_ROWS, BATCH, BATCHES = 424242, 256, 16, 16
@@ -46,7 +50,10 @@ def unigram(val: Any, eos_id: int, vocab: int, layout: Any) -> Any:
     class Unigram(torch.nn.Module):
         def forward(self, tokens: Any, *args: Any, head_len: int | None = None, head_rows: Any = None,
                     **kwargs: Any) -> tuple[Any, list[Any]]:
-            rows = int(head_rows.sum()) if head_rows is not None else tokens.shape[0] * (head_len or 1)
+            if head_rows is None:
+                rows = tokens.shape[0] * (head_len or 1)
+            else:  # a mask of the scored positions, or their flat indices (bucketed rows)
+                rows = int(head_rows.sum()) if head_rows.dtype == torch.bool else head_rows.numel()
             return log_p.expand(rows, vocab).clone(), []
 
     return Unigram()
@@ -57,11 +64,17 @@ def score(job: Path) -> dict[str, float]:
 
     pre = load_pretrained(job / "model")
     result = json.loads((job / "result.json").read_text())
-    seed = int(json.loads((job / "plan.json").read_text())["recipe"]["train"]["seed"])
+    recipe = json.loads((job / "plan.json").read_text())["recipe"]
+    seed = int(recipe["train"]["seed"])
     tok, n = ByteTokenizer(), pre.layout.seq_len
     rows = generate_problems(EVAL_ROWS, EVAL_SEED)
-    val = torch.tensor([encode_fixed(tok, [Segment(f"Question: {r['question']}\nAnswer: {r['answer']}", n)])
-                        for r in rows])
+    if recipe["entrypoint"] == "hdp":
+        algo = recipe["algorithm"]
+        q, p, e = int(algo["question_len"]), int(algo["plan_len"]), int(algo["exec_len"])
+        val = torch.tensor([encode_hdp(tok, r, q, p, e) for r in rows])
+    else:
+        val = torch.tensor([encode_fixed(tok, [Segment(f"Question: {r['question']}\nAnswer: {r['answer']}", n)])
+                            for r in rows])
     torch.manual_seed(seed)
     init = DiT(pre.model.cfg).eval()
     scorer = pre.scorer()
