@@ -37,7 +37,11 @@ def submit_array(backend: SlurmBackend, jobs: list[PreparedJob], *, dry_run: boo
         return submit_held(backend, jobs, array=True)
     stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
     logs_dir = Path(jobs[0].logs_dir)
-    dirs = [logs_dir / f"{job.recipe}_job_dryrun_{stamp}_{task}" for task, job in enumerate(jobs)]
+    for n in range(2, 10_000):  # several dry runs in one second: never onto another's folders
+        dirs = [logs_dir / f"{job.recipe}_job_dryrun_{stamp}_{task}" for task, job in enumerate(jobs)]
+        if not any(d.exists() or d.is_symlink() for d in dirs):
+            break
+        stamp = f"{datetime.now().strftime('%Y%m%d_%H%M%S')}-{n}"
     write_folders([(d, job.stamped(stamp)) for d, job in zip(dirs, jobs, strict=True)], logs_dir, dry_run=True)
     return [Submission(job_id="dry-run", job_dir=d, script=job.files["job.sbatch"], dry_run=True,
                        extra={"array_task": task}) for task, (d, job) in enumerate(zip(dirs, jobs, strict=True))]
