@@ -33,11 +33,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 _DESELECTED: list[str] = []
 
-#: Test modules that share one outside service run in one xdist group (one worker, in file order) under
-#: ``pytest -n 2 --dist loadgroup``: the Slurm testbed (one controller, one queue, jobs that wait for each
-#: other's nodes) and the loopback sshd of the RunPod fake (a port picked free, then bound by sshd: two at once
-#: could race for it). Every other test is independent: its own tmp_path, registry home (``_private_home``),
-#: standalone torchrun rendezvous on a free port, HTTP fakes on port 0.
+#: Test modules that share one outside service run on one xdist worker, one after another, under ``pytest -n N
+#: --dist loadgroup`` (:func:`pytest_xdist_make_scheduler`): the Slurm testbed (one controller, one queue, jobs that
+#: wait for each other's nodes) and the loopback sshd of the RunPod fake (a port picked free, then bound by sshd:
+#: two at once could race for it). Every other test is independent: its own tmp_path, registry home
+#: (``_private_home``), standalone torchrun rendezvous on a free port, HTTP fakes on port 0.
 SERIAL_GROUPS = {
     "slurm_testbed": ("test_cli_exit_codes", "test_cluster_gpus", "test_offline_cluster", "test_slurm_causes",
                       "test_slurm_gnn", "test_slurm_testbed", "test_slurm_faults", "test_slurm_all_or_nothing"),
@@ -46,6 +46,26 @@ SERIAL_GROUPS = {
     # wall-clock limits inside: one sandbox suite at a time, so two never compete for the same cores
     "sandbox": ("test_sandbox_hostile", "test_sandbox_attacks", "test_sandbox_lifetime", "test_sandbox_level_choice"),
 }
+
+
+_GROUP_OF = {module: group for group, modules in SERIAL_GROUPS.items() for module in modules}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with :data:`SERIAL_GROUPS` as the groups: each group is one unit of work (one
+    worker, in file order), every other test a unit of its own. Not xdist's ``xdist_group`` marks: xdist 3.8
+    groups by renaming ``item._nodeid``, which pytest 9.2 no longer reads (``Node.nodeid`` is ``str(_id)``),
+    so the marks grouped nothing and the Slurm, sshd and sandbox suites ran on several workers at once."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            stem = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+            return _GROUP_OF.get(stem, nodeid)
+
+    return SerialGroups(config, log)
 
 
 def _optional_missing(item: pytest.Item) -> str | None:
@@ -67,11 +87,7 @@ def _optional_missing(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``optional`` tests whose library or secret is absent are deselected, not skipped: nothing that CI is
     meant to run is ever skipped there, and the summary says what was left out and why."""
-    group_of = {module: group for group, modules in SERIAL_GROUPS.items() for module in modules}
     for item in items:
-        group = group_of.get(item.path.stem)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
         if "integration" in item.path.parts:  # real torchrun, sshd, Slurm, pip: seconds each on 2 cores
             item.add_marker(pytest.mark.slow)
     keep, drop = [], []
