@@ -191,10 +191,11 @@ def test_submit_errors_are_one_line_and_record_nothing(testbed: None, tmp_path: 
 
 def test_unreachable_controller(testbed: None, tmp_path: Path) -> None:
     conf = Path(os.environ.get("GPUTRAIN_TESTBED_DIR", "/tmp/gputrain-slurm")) / "etc" / "slurm.conf"
+    # MessageTimeout 3: the client retries a refused controller that long per command (the testbed's 30 s would
+    # make this wait half a minute for the same error)
+    replace = {"SlurmctldPort": "SlurmctldPort=1", "MessageTimeout": "MessageTimeout=3"}
     bad = tmp_path / "slurm.conf"
-    bad.write_text("\n".join(
-        "SlurmctldPort=1" if ln.startswith("SlurmctldPort=") else ln for ln in conf.read_text().splitlines()
-    ) + "\n")
+    bad.write_text("".join(replace.get(ln.split("=", 1)[0], ln) + "\n" for ln in conf.read_text().splitlines()))
     proc = gt(tmp_path, "submit", str(RECIPE), "--cluster", "testbed", env={"SLURM_CONF": str(bad)},
               check=False)
     assert proc.returncode == 1 and "controller unreachable" in proc.stderr, proc.stderr  # the world failed
