@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.benchmarks import load_benchmark
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("diffusion_seeds", ROOT / "benchmarks" / "diffusion_seeds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("diffusion_seeds", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("diffusion_seeds")
 
 
 def test_unigram_scores_through_heldout_nelbo_on_an_hdp_layout() -> None:

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.support.benchmarks import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _field() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("planner_field", ROOT / "benchmarks" / "planner_field.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("planner_field", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("planner_field")
 
 
 def test_published_runs_are_planned_not_refused_and_stay_within_2x() -> None:

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.benchmarks import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def seeds() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("profile_seeds", ROOT / "benchmarks" / "profile_seeds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("profile_seeds", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("profile_seeds")
 
 
 def _job(root: Path, name: str, entry: str, seed: int, result: dict[str, Any],
