@@ -12,7 +12,7 @@ import getpass
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -149,6 +149,16 @@ def dry_run_dir(logs_dir: Path, recipe: str, stamp: str) -> Path:
     return Path(logs_dir) / f"{recipe}_job_dryrun_{stamp}"
 
 
+def free_stamp(folders: Callable[[str], list[Path]]) -> str:
+    """A dry run's stamp (the time, to the second) whose ``folders(stamp)`` are all free: several dry runs in
+    one second (a sweep, a script) get ``-2``, ``-3``... and never write into another's folders."""
+    base = datetime.now().strftime("%Y%m%d_%H%M%S")
+    for stamp in (base, *(f"{base}-{n}" for n in range(2, 10_000))):
+        if not any(d.exists() or d.is_symlink() for d in folders(stamp)):
+            return stamp
+    raise UserError(f"too many dry runs in one second ({base})")
+
+
 class SlurmBackend(Backend):
     """``options``: sbatch's own (account, qos, dependencies ...); ``array``: a sweep's points as one job
     array (``max_parallel`` at once) rather than one job each."""
@@ -203,15 +213,10 @@ class SlurmBackend(Backend):
         """Write the job folder and sbatch it: held, folder renamed to the job id, recorded, released (all
         or nothing: :mod:`gputrain.backends.slurm_submit`). A dry run writes the folder whole or not at all."""
         if dry_run:
-            stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
-            files = job.stamped(stamp)
             logs_dir = Path(job.logs_dir)
+            stamp = free_stamp(lambda st: [dry_run_dir(logs_dir, job.recipe, st)])
+            files = job.stamped(stamp)  # the script names its folder through the stamp
             job_dir = dry_run_dir(logs_dir, job.recipe, stamp)
-            for n in range(2, 10_000):  # several dry runs in one second (a sweep): never overwrite one
-                if not job_dir.exists():
-                    break
-                files = job.stamped(f"{stamp}-{n}")  # the script names its folder through the stamp
-                job_dir = dry_run_dir(logs_dir, job.recipe, f"{stamp}-{n}")
             self._write_folder(job_dir, files)
             return Submission(job_id="dry-run", job_dir=job_dir, script=files["job.sbatch"], dry_run=True)
 

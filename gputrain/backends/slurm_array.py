@@ -10,11 +10,10 @@ and ``cancel`` accept the sweep id.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 from gputrain.backends.base import Submission
-from gputrain.backends.slurm import PreparedJob, SlurmBackend, _one_line, run_slurm
+from gputrain.backends.slurm import PreparedJob, SlurmBackend, _one_line, free_stamp, run_slurm
 from gputrain.backends.slurm_submit import submit_held, write_folders
 from gputrain.contract import jobstate
 from gputrain.errors import ClusterError, UserError
@@ -35,13 +34,13 @@ def submit_array(backend: SlurmBackend, jobs: list[PreparedJob], *, dry_run: boo
                         "they cannot share one array")
     if not dry_run:
         return submit_held(backend, jobs, array=True)
-    stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
     logs_dir = Path(jobs[0].logs_dir)
-    for n in range(2, 10_000):  # several dry runs in one second: never onto another's folders
-        dirs = [logs_dir / f"{job.recipe}_job_dryrun_{stamp}_{task}" for task, job in enumerate(jobs)]
-        if not any(d.exists() or d.is_symlink() for d in dirs):
-            break
-        stamp = f"{datetime.now().strftime('%Y%m%d_%H%M%S')}-{n}"
+
+    def folders(stamp: str) -> list[Path]:
+        return [logs_dir / f"{job.recipe}_job_dryrun_{stamp}_{task}" for task, job in enumerate(jobs)]
+
+    stamp = free_stamp(folders)
+    dirs = folders(stamp)
     write_folders([(d, job.stamped(stamp)) for d, job in zip(dirs, jobs, strict=True)], logs_dir, dry_run=True)
     return [Submission(job_id="dry-run", job_dir=d, script=job.files["job.sbatch"], dry_run=True,
                        extra={"array_task": task}) for task, (d, job) in enumerate(zip(dirs, jobs, strict=True))]
