@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA, RECIPES, ROOT, gputrain_command
+from tests.support.cli import gputrain as run_gputrain
 
 SELFTEST = str(RECIPES / "selftest.yaml")
 
@@ -36,8 +37,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*gputrain_command(), *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return run_gputrain(*args, env=env, cwd=cwd)
 
 
 # (id, arguments, extra environment, exit code, fragment of the message); "{tmp}" is the test's tmp_path.

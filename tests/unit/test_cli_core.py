@@ -11,14 +11,14 @@ import pytest
 
 from gputrain.contract.plan import load_job_plan
 from tests.conftest import DATA, RECIPES
+from tests.support.cli import gputrain as run_gputrain
 
 R = DATA / "recipes"
 HEAVY = ("torch", "transformers", "trl", "httpx", "matplotlib", "networkx", "onnx")
 
 
 def gputrain(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], capture_output=True, text=True,
-                          cwd=cwd)
+    return run_gputrain(*args, cwd=cwd, timeout=None)
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["plan", str(RECIPES / "selftest.yaml"), "--gpu", "H100", "--json"],

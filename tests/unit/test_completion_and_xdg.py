@@ -4,7 +4,6 @@ completion protocol, and the XDG base directories for data and config (#31 point
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from gputrain.hardware.clusters import config_path
 from gputrain.home import gputrain_home
 from gputrain.registry.store import JobRecord, JobRegistry
-from tests.conftest import gputrain_command
+from tests.support.cli import gputrain as run_gputrain
 
 
 def _complete(words: str, tmp_path: Path, **env: str) -> list[str]:
@@ -20,8 +19,7 @@ def _complete(words: str, tmp_path: Path, **env: str) -> list[str]:
     cword = len(words.split()) - 1
     full = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(cword), "_GPUTRAIN_COMPLETE": "complete_bash",
             "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml"), **env}
-    proc = subprocess.run(gputrain_command(), capture_output=True, text=True, env=full, timeout=60, check=False,
-                          cwd=tmp_path)
+    proc = run_gputrain(env=full, timeout=60, cwd=tmp_path)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     return proc.stdout.split()
 

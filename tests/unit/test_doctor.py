@@ -23,6 +23,7 @@ from gputrain.doctor.remedy import MEMORY_MARGIN, _predicted_memory, original_ov
 from gputrain.logs.summarize import summarize
 from gputrain.planner import make_plan
 from tests.conftest import RECIPES
+from tests.support.cli import gputrain as run_gputrain
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
@@ -119,16 +120,13 @@ def test_logs_fix_cli_prints_the_command_and_json(tmp_path: Path) -> None:
     job = _job(tmp_path, {"recipe_path": RECIPES / "bd3lm_gsm8k.yaml", "gpu": "H100", "gpus_per_node": 2},
                (FIXTURES / "cuda_oom.log").read_text())
     env = {"GPUTRAIN_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
-    text = subprocess.run([sys.executable, "-m", "gputrain", "logs", str(job), "--fix"], capture_output=True,
-                          text=True, timeout=120, env=env)
+    text = run_gputrain("logs", str(job), "--fix", env=env)
     assert text.returncode == 0, text.stderr
     assert "fix: CUDA out of memory" in text.stdout and "--resume-from" in text.stdout
-    out = subprocess.run([sys.executable, "-m", "gputrain", "logs", str(job), "--fix", "--json"], capture_output=True,
-                         text=True, timeout=120, env=env)
+    out = run_gputrain("logs", str(job), "--fix", "--json", env=env)
     data = json.loads(out.stdout)
     assert data["remedy"]["kind"] == "cuda_oom" and data["command"].startswith("gputrain run ")
-    log_only = subprocess.run([sys.executable, "-m", "gputrain", "logs", str(job / "training_output.log"), "--fix"],
-                              capture_output=True, text=True, timeout=120, env=env)
+    log_only = run_gputrain("logs", str(job / "training_output.log"), "--fix", env=env)
     # a bare log file is no longer refused (#30): the remedy from its cause alone, and no rerun command
     assert log_only.returncode == 0 and "fix: CUDA out of memory" in log_only.stdout
     assert "--resume-from" not in log_only.stdout and "a log file, not a job" in log_only.stdout

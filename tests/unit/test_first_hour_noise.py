@@ -10,14 +10,13 @@ from pathlib import Path
 
 from gputrain.cli.plan_output import percent
 from gputrain.logs.catalog import metric_info
-from tests.conftest import gputrain_command
+from tests.support.cli import gputrain as run_gputrain
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml"),
            "NO_COLOR": "1"}
-    return subprocess.run([*gputrain_command(), *args], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+    return run_gputrain(*args, env=env)
 
 
 def test_a_bad_option_value_is_one_line_and_exit_2(tmp_path: Path) -> None:

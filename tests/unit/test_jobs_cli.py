@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from gputrain.backends.base import Backend
 from gputrain.backends.table import BACKENDS, load_backend
 from gputrain.registry.store import BACKENDS as REGISTRY_BACKENDS
 from gputrain.registry.store import JobRecord, JobRegistry
+from tests.support.cli import gputrain as run_gputrain
 
 SLURM_TOOLS = ("scancel", "squeue", "scontrol", "sacct", "sbatch", "sinfo")
 
@@ -39,8 +39,7 @@ def _run(tmp_path: Path, bin_dir: Path, *args: str) -> subprocess.CompletedProce
     env = {**os.environ, "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml"),
            "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     env.pop("RUNPOD_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return run_gputrain(*args, cwd=tmp_path, env=env)
 
 
 def _calls(tmp_path: Path) -> list[str]:

@@ -16,6 +16,7 @@ from gputrain.cli.logs import register
 from gputrain.errors import LogError
 from gputrain.planner import make_plan
 from tests.conftest import RECIPES
+from tests.support.cli import gputrain as run_gputrain
 
 DATA = Path(__file__).parent / "data" / "logs"
 
@@ -149,12 +150,11 @@ def test_rank_beyond_world_size_is_a_one_line_error_exit_2(tmp_path: Path) -> No
     shutil.copy(FIXTURES / "torchrun_crash.log", job / "training_output.log")
     (job / "plan.json").write_text(json.dumps({"recipe": "crash", "world_size": 2}))
     env = {**__import__("os").environ, "GPUTRAIN_HOME": str(tmp_path / "home")}
-    cmd = [sys.executable, "-m", "gputrain.cli.main", "logs", str(job), "--rank", "5"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    cmd = ["logs", str(job), "--rank", "5"]
+    out = run_gputrain(*cmd, env=env)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == "error: --rank 5: job has 2 rank(s), 0-1\n"
-    ok = subprocess.run([*cmd[:-1], "1", "--grep", "RuntimeError"], capture_output=True, text=True,
-                        timeout=120, env=env)
+    ok = run_gputrain(*cmd[:-1], "1", "--grep", "RuntimeError", env=env)
     # rank 1's lines, by the launcher's [default1]: prefix (torch's own [rank1]: tag is inside it)
     assert ok.returncode == 0 and ok.stdout.splitlines() == [
         "[default1]:[rank1]:     raise RuntimeError(f\"simulated failure: loss became NaN at step {step}\")",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from gputrain.logs.display import safe_data, terminal_safe
+from tests.support.cli import gputrain as run_gputrain
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = (b"step 1 loss 2.0\n"
@@ -17,8 +17,7 @@ HOSTILE = (b"step 1 loss 2.0\n"
 
 def gputrain(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUTRAIN_HOME": str(cwd / "home"), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=cwd, env=env,
-                          capture_output=True, timeout=60)
+    return run_gputrain(*args, cwd=cwd, env=env, text=False, timeout=60)
 
 
 def test_escape_sequences_from_a_log_never_reach_the_terminal(tmp_path: Path) -> None:

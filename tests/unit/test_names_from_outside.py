@@ -20,6 +20,7 @@ from gputrain.cli.runpod import app
 from gputrain.errors import GputrainError
 from gputrain.registry.store import JobRecord, JobRegistry
 from tests.conftest import require_tool
+from tests.support.cli import gputrain as run_gputrain
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from runpod_fake import FakeRunPod
@@ -41,8 +42,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
 
 def gputrain(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=cwd, env=full,
-                          capture_output=True, text=True, timeout=120)
+    return run_gputrain(*args, cwd=cwd, env=full)
 
 
 def test_runpod_down_never_deletes_outside_home_for_an_api_pod_name(fake: FakeRunPod, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from gputrain.offline.needs import hub_items
 from gputrain.planner import make_plan
 from gputrain.render.node_env import preemption_seconds
 from gputrain.render.sbatch import SbatchInputs, render_sbatch
+from tests.support.cli import gputrain as run_gputrain
 from tests.support.hub_repos import MODEL_REPO, tiny_model_repo
 from tests.support.hub_server import HubServer
 
@@ -144,8 +145,7 @@ def test_interpreter_without_the_training_packages_is_refused_with_the_install_l
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=cwd, timeout=300)
+    return run_gputrain(*args, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=cwd, timeout=300)
 
 
 def test_submit_to_an_offline_cluster_without_prepare_refuses_in_one_line(tmp_path: Path) -> None:

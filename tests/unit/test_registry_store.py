@@ -7,7 +7,6 @@ import multiprocessing as mp
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from gputrain.errors import RegistryError
 from gputrain.registry.store import INVALID_EXTRA_KEY, JobRecord, JobRegistry
+from tests.support.cli import gputrain as run_gputrain
 
 
 def _rec(job_id: str, **kw: object) -> JobRecord:
@@ -165,8 +165,7 @@ def test_error_raised_after_the_transaction_ended_is_the_one_reported(tmp_path: 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml")}
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return run_gputrain(*args, cwd=tmp_path, env=env, timeout=60)
 
 
 def test_corrupt_extra_row_still_lists_with_one_warning(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ registry; ``up`` refuses to start without a key from the environment."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from typer.testing import CliRunner
 from gputrain.backends.runpod.api import RunPodClient
 from gputrain.cli.runpod import app
 from gputrain.registry.store import JobRecord, JobRegistry
+from tests.support.cli import gputrain as run_gputrain
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from runpod_fake import FakeRunPod
@@ -108,8 +108,7 @@ def test_up_without_a_key_fails_in_one_line_before_anything_happens(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GPUTRAIN_HOME": str(tmp_path / "home"),
            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "selftest.yaml"
-    proc = subprocess.run([sys.executable, "-m", "gputrain.cli.main", "runpod", "up", str(recipe), "--gpu",
-                           "B200", "--image", "x/y:1"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    proc = run_gputrain("runpod", "up", str(recipe), "--gpu", "B200", "--image", "x/y:1", env=env, cwd=tmp_path)
     assert proc.returncode == 2  # a user error: the key is the user's to set
     assert proc.stderr.strip().splitlines() == [
         "error: RUNPOD_API_KEY is not set: export it (or run `runpodctl config` to write ~/.runpod/config.toml); "

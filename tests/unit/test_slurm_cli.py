@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import gputrain as run_gputrain
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,8 +20,7 @@ def run(tmp_path: Path):  # type: ignore[no-untyped-def]
         env = {**os.environ, "GPUTRAIN_HOME": str(tmp_path / "home"), "GPUTRAIN_CONFIG": str(tmp_path / "c.yaml")}
         if path is not None:
             env["PATH"] = path
-        return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return run_gputrain(*args, cwd=tmp_path, env=env)
     return _run
 
 

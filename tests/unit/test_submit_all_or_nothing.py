@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECIPES, gputrain_command
+from tests.conftest import RECIPES
+from tests.support.cli import gputrain as run_gputrain
 
 PROFILE = "lab:\n  gpu: V100-32GB\n  gpus_per_node: 2\n  gres_type: volta\n  partition: debug\n"
 
@@ -84,13 +84,8 @@ def lab(tmp_path: Path) -> Path:
 def submit(lab: Path, *args: str, fsize: int | None = None, **fake: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GPUTRAIN_HOME": str(lab / "home"), "GPUTRAIN_CONFIG": str(lab / "clusters.yaml"),
            "PATH": f"{lab / 'bin'}:{os.environ['PATH']}", "FAKE_SLURM": str(lab / "state"), **fake}
-
-    def limit_file_size() -> None:  # the disk is full for any file past `fsize` bytes
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
-    return subprocess.run([*gputrain_command(), "submit", "mine.yaml", "--cluster", "lab", *args], cwd=lab,
-                          env=env, capture_output=True, text=True, timeout=120, preexec_fn=limit_file_size)
+    full = {"RLIMIT_FSIZE": fsize} if fsize is not None else None  # the disk is full for any file past `fsize` bytes
+    return run_gputrain("submit", "mine.yaml", "--cluster", "lab", *args, cwd=lab, env=env, rlimits=full)
 
 
 def queue(lab: Path) -> dict[str, str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECIPES, gputrain_command
+from tests.conftest import RECIPES
+from tests.support.cli import gputrain as run_gputrain
 
 PROFILE = "lab:\n  gpu: V100-32GB\n  gpus_per_node: 2\n  gres_type: volta\n  partition: debug\n"
 
@@ -27,8 +28,7 @@ def lab(tmp_path: Path) -> Path:
 
 def run_cli(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GPUTRAIN_HOME": str(lab / "home"), "GPUTRAIN_CONFIG": str(lab / "clusters.yaml")}
-    return subprocess.run([*gputrain_command(), *args], cwd=lab, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return run_gputrain(*args, cwd=lab, env=env)
 
 
 def test_sweep_plans_one_job_per_point(lab: Path) -> None:

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import gputrain_command
+from tests.support.cli import gputrain as run_gputrain
 
 BAD = """\
 name: x
@@ -21,8 +21,7 @@ bogus: 1
 
 
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*gputrain_command(), *args], cwd=cwd, env=dict(os.environ), capture_output=True,
-                          text=True, timeout=120)
+    return run_gputrain(*args, cwd=cwd, env=dict(os.environ))
 
 
 def test_validate_lists_every_error_and_json_gives_them(tmp_path: Path) -> None:

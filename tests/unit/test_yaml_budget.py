@@ -5,9 +5,7 @@ so the old behaviour (alias bombs, C-composer crash) fails the test instead of t
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,15 @@ import pytest
 from gputrain.errors import RecipeError
 from gputrain.recipe.loader import MAX_EXTENDS, load_source
 from gputrain.safeyaml import MAX_DEPTH, MAX_VALUES, check_budget
+from tests.support.cli import gputrain as run_gputrain
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = (ROOT / "recipes" / "selftest.yaml").read_text(encoding="utf-8")
 
 
-def _cap_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-
-
 def gputrain(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=60, preexec_fn=_cap_memory)
+    return run_gputrain(*args, cwd=cwd, env=full_env, timeout=60, rlimits={"RLIMIT_AS": 1 << 30})
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
