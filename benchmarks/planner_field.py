@@ -143,7 +143,8 @@ def markdown(rows: list[FieldRow]) -> str:
              f"**{s['rows']} runs: {s['within_2x']:.0%} within 2×, median ratio {s['median_ratio']:.2f}, worst "
              f"{s['worst_ratio']:.2f}, {s['refused']} refused; "
              + (f"memory published for {s['memory_rows']} ({s['memory_within_1_5x']:.0%} within 1.5×)"
-                if s["memory_rows"] else "no source publishes memory per GPU") + ".**", "",
+                if s["memory_rows"]
+                else "no planned run's source publishes memory per GPU (EasyR1's, below, is unplanned)") + ".**", "",
              "| run | framework | GPUs | published step | predicted step | ratio | predicted GiB/GPU "
              "| source (quoted) |",
              "|---|---|---|---|---|---|---|---|"]
@@ -169,13 +170,25 @@ NOTES = """## Reading the table
 
 - Every row is a configuration the source states, at the commit or page linked; where the source leaves a
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
-- TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots) publish no
-  per-step time of a GRPO run with its configuration. OpenRLHF's README until 2024 timed 1024 prompts of PPO
-  with a critic and a reward model on A800s (and called the data outdated), a workload this schema does not
-  express. slime's docs (August 2026) print no step time. verl's published step times and logs, EasyR1's
-  baselines, verl's DeepSeek page and verl/rLLM issue threads each lack an input (listed above with what is
-  missing). No row is made up for any of them: the table is one framework's, with two training backends
-  (Megatron, DTensor/FSDP2).
+- Two frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2) and AReaL (v0.1.2's
+  logged 16-node run, the one published step of another framework found with every input: its task line, the
+  launch script at the same tag and the same step's logged mean lengths). TRL and OpenRLHF: their
+  documentation and READMEs (read at their July/August 2026 snapshots) publish no per-step time of a GRPO run
+  with its configuration; the TRL co-location blog (June 2025) gives speed-ups as plots only; an open-r1
+  issue times only a first step. OpenRLHF's README until 2024 timed 1024 prompts of PPO with a critic and a
+  reward model on A800s (and called the data outdated), a workload this schema does not express. slime's docs
+  (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's published step times and
+  logs (verl-data's logs, all branches, name no device), EasyR1's baselines (the only source with memory per
+  GPU: a vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
+  each lack an input (listed above with what is missing). No row is made up for any of them.
+- AReaL's 7B run is a miss (predicted 0.44x). Read from realhf at v0.1.2, the planner's terms are the run's:
+  vLLM on 64 GPUs disjoint from training (server mode), all 1024 sequences of an engine submitted at once
+  (realhf/impl/model/backend/vllm.py, continuous batching capped at `max_num_seqs` 128: no schema field; the
+  cap alone is worth ~100 s of decode by bandwidth, not the ~1300 s gap), packed micro-batches, DP 32 x PP 2
+  Megatron-core training with bf16 reduction. The planner even adds an old-policy log-prob pass that realhf
+  skips (the PPO loss takes the generation's log-probs; no schema field says so). The log prints no phase
+  times, so where the ~1300 s go (realhf's training efficiency at 8K-token packed sequences, the tail of
+  16K-token completions, 12 % of them truncated) cannot be read from the source: kept as a miss, no factor.
 - Mixture-of-experts rows (Qwen3-30B-A3B): the log-prob and update passes run at the dense efficiency times
   Megatron-Core's published MoE shortfall on the system (Megatron-Bridge 26.04.01, Qwen3-30B-A3B / Llama3-70B
   model TFLOP/s: 0.282 on H100, 0.360 on GB200; `gputrain/planner/moe.py`, `benchmarks/PLANNER.md`), not a
