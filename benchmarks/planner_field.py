@@ -35,6 +35,7 @@ class FieldRow:
     source: str = ""
     measured_memory_gib: float | None = None
     measured_phases: dict[str, float] | None = None
+    quoted_figure: float | None = None  # the source's figure where the step is derived from it (source says how)
     predicted: float | None = None
     phases: dict[str, float] | None = None
     memory_gib: float | None = None
@@ -74,7 +75,7 @@ def load() -> tuple[list[FieldRow], float]:
     rows = [FieldRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
                      nodes=int(r.get("nodes", 1)), measured=float(r["measured_step_s"]), sets=_flat(r["sets"]),
                      source=r.get("source", ""), measured_memory_gib=r.get("measured_memory_gib"),
-                     measured_phases=r.get("measured_phases"))
+                     measured_phases=r.get("measured_phases"), quoted_figure=r.get("quoted_figure"))
             for r in raw["runs"]]
     return rows, float(raw.get("floor_within_2x", 0.0))
 
@@ -154,7 +155,8 @@ def markdown(rows: list[FieldRow]) -> str:
         mem = f"{r.memory_gib:.0f}" if r.memory_gib else "-"
         if r.measured_memory_gib:
             mem += f" (published {r.measured_memory_gib:g})"
-        lines.append(f"| {r.id} | {r.framework} | {r.nodes}×{r.gpus} {r.gpu} | {r.measured:g} s | {pred} | {ratio} | "
+        step = f"{r.measured:g} s" + (" (derived)" if r.quoted_figure else "")
+        lines.append(f"| {r.id} | {r.framework} | {r.nodes}×{r.gpus} {r.gpu} | {step} | {pred} | {ratio} | "
                      f"{mem} | [source]({r.url}): `{_cell(r.quote)}` |")
     lines += _phase_lines(rows)
     skipped = unplanned()
@@ -170,14 +172,16 @@ NOTES = """## Reading the table
 
 - Every row is a configuration the source states, at the commit or page linked; where the source leaves a
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
-- Two frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2) and AReaL (v0.1.2's
-  logged 16-node run, the one published step of another framework found with every input: its task line, the
-  launch script at the same tag and the same step's logged mean lengths). TRL and OpenRLHF: their
-  documentation and READMEs (read at their July/August 2026 snapshots) publish no per-step time of a GRPO run
-  with its configuration; the TRL co-location blog (June 2025) gives speed-ups as plots only; an open-r1
-  issue times only a first step. OpenRLHF's README until 2024 timed 1024 prompts of PPO with a critic and a
-  reward model on A800s (and called the data outdated), a workload this schema does not express. slime's docs
-  (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's published step times and
+- Three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
+  logged 16-node run: its task line, the launch script at the same tag and the same step's logged mean lengths)
+  and verl (v0.3.0.post0 on 8 H100, from AMD's ROCm blog: the blog prints throughput, the step is derived with
+  the tokens per step and the lengths of verl's linked log of the same command on MI300; the row's `source`
+  says how). TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots)
+  publish no per-step time of a GRPO run with its configuration; the TRL co-location blog (June 2025) gives
+  speed-ups as plots only; an open-r1 issue times only a first step. OpenRLHF's README until 2024 timed 1024
+  prompts of PPO with a critic and a reward model on A800s (and called the data outdated), a workload this
+  schema does not express; its paper's long-CoT comparison with verl is not in a form read here. slime's docs
+  (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's other published step times and
   logs (verl-data's logs, all branches, name no device), EasyR1's baselines (the only source with memory per
   GPU: a vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
   each lack an input (listed above with what is missing). No row is made up for any of them.
