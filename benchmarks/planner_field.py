@@ -80,6 +80,43 @@ def load() -> tuple[list[FieldRow], float]:
     return rows, float(raw.get("floor_within_2x", 0.0))
 
 
+@dataclass
+class RanRow:
+    """A published configuration that really ran but publishes no step time: the planner must not refuse it."""
+
+    id: str
+    url: str
+    quote: str
+    gpu: str
+    gpus: int
+    nodes: int
+    sets: list[str]
+    source: str = ""
+    memory_gib: float | None = None
+    refused: str = ""
+
+
+def ran() -> list[RanRow]:
+    raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    return [RanRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
+                   nodes=int(r.get("nodes", 1)), sets=_flat(r["sets"]), source=r.get("source", ""))
+            for r in raw.get("ran", [])]
+
+
+def plan_ran(rows: list[RanRow]) -> list[RanRow]:
+    from gputrain.errors import GputrainError
+    from gputrain.planner import make_plan
+
+    for row in rows:
+        try:
+            plan = make_plan(BASE, gpu=row.gpu, gpus_per_node=row.gpus, nodes=row.nodes, overrides=row.sets)
+        except GputrainError as exc:
+            row.refused = exc.message
+            continue
+        row.memory_gib = plan.estimate.memory_gib_per_gpu
+    return rows
+
+
 def unplanned() -> list[Unplanned]:
     raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
     return [Unplanned(**r) for r in raw.get("unplanned", [])]
@@ -159,6 +196,13 @@ def markdown(rows: list[FieldRow]) -> str:
         lines.append(f"| {r.id} | {r.framework} | {r.nodes}×{r.gpus} {r.gpu} | {step} | {pred} | {ratio} | "
                      f"{mem} | [source]({r.url}): `{_cell(r.quote)}` |")
     lines += _phase_lines(rows)
+    accepted = plan_ran(ran())
+    if accepted:
+        lines += ["", "## Runs that really ran, no step time published (the planner must not refuse them)", "",
+                  "| run | GPUs | plan | predicted GiB/GPU | source (quoted) |", "|---|---|---|---|---|"]
+        lines += [f"| {a.id} | {a.nodes}×{a.gpus} {a.gpu} | {'REFUSED: ' + a.refused if a.refused else 'accepted'} | "
+                  f"{f'{a.memory_gib:.0f}' if a.memory_gib else '-'} | [source]({a.url}): `{_cell(a.quote)}` |"
+                  for a in accepted]
     skipped = unplanned()
     if skipped:
         lines += ["", "## Published but not planned (an input the source does not give)", "",
@@ -185,6 +229,12 @@ NOTES = """## Reading the table
   logs (verl-data's logs, all branches, name no device), EasyR1's baselines (the only source with memory per
   GPU: a vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
   each lack an input (listed above with what is missing). No row is made up for any of them.
+- Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
+  (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
+  accepted with GSM8K's lengths (73 GiB planned of 79.6); at the maximum response length it is refused
+  (~107 GiB), and without either `algorithm.vllm_sleep_mode` or `memory.offload_during_rollout` (verl v0.4 does
+  both) it is refused even at GSM8K's lengths: a verl row needs both set. verl's FSDP1 memory terms (fp32 flat
+  parameters with no separate bf16 copy, bf16 logits through flash-attn's cross-entropy) are not derived.
 - AReaL's 7B run is a miss (predicted 0.44x). Read from realhf at v0.1.2, the planner's terms are the run's:
   vLLM on 64 GPUs disjoint from training (server mode), all 1024 sequences of an engine submitted at once
   (realhf/impl/model/backend/vllm.py, continuous batching capped at `max_num_seqs` 128: no schema field; the
@@ -193,6 +243,8 @@ NOTES = """## Reading the table
   skips (the PPO loss takes the generation's log-probs; no schema field says so). The log prints no phase
   times, so where the ~1300 s go (realhf's training efficiency at 8K-token packed sequences, the tail of
   16K-token completions, 12 % of them truncated) cannot be read from the source: kept as a miss, no factor.
+  Training at ~15 % MFU instead of the planner's default 35 % would double its ~600 s of log-prob and update
+  passes; no source gives realhf's MFU for this run, so none is set.
 - Mixture-of-experts rows (Qwen3-30B-A3B): the log-prob and update passes run at the dense efficiency times
   Megatron-Core's published MoE shortfall on the system (Megatron-Bridge 26.04.01, Qwen3-30B-A3B / Llama3-70B
   model TFLOP/s: 0.282 on H100, 0.360 on GB200; `gputrain/planner/moe.py`, `benchmarks/PLANNER.md`), not a

@@ -36,5 +36,17 @@ def test_the_table_in_the_repository_was_written_from_the_data() -> None:
     text = (ROOT / "benchmarks" / "planner_field.md").read_text(encoding="utf-8")
     for row in rows:
         assert row.id in text and row.url in text
+    for accepted in field.ran():
+        assert accepted.id in text and accepted.url in text
     for skipped in field.unplanned():  # published figures left out say what their source does not give
         assert skipped.id in text and skipped.missing.split(" (")[0] in text
+
+
+def test_published_runs_without_a_step_time_are_not_refused() -> None:
+    field = _field()
+    rows = field.plan_ran(field.ran())
+    assert rows, "the data lists configurations that really ran"
+    for row in rows:
+        assert row.url.startswith("https://") and row.quote, row.id
+    refused = [f"{r.id}: {r.refused}" for r in rows if r.refused]
+    assert not refused, refused
