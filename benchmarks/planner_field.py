@@ -218,9 +218,11 @@ NOTES = """## Reading the table
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
 - Three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
   logged 16-node run: its task line, the launch script at the same tag and the same step's logged mean lengths)
-  and verl (v0.3.0.post0 on 8 H100, from AMD's ROCm blog: the blog prints throughput, the step is derived with
-  the tokens per step and the lengths of verl's linked log of the same command on MI300; the row's `source`
-  says how). TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots)
+  and verl (v0.3.0.post0 on 8 H100, two GRPO rows of AMD's ROCm blog: the blog prints throughput, the step is
+  derived with the tokens per step and the lengths of a log verl's docs link for the same model, data and
+  lengths; each row's `source` says how). verl releases vLLM's memory while training (sleep level 1, or its
+  weights offloaded on vLLM 0.6.3: `algorithm.vllm_sleep_mode=true`); without it the Qwen2-7B row (share 0.6)
+  is refused at 103 GiB. TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots)
   publish no per-step time of a GRPO run with its configuration; the TRL co-location blog (June 2025) gives
   speed-ups as plots only; an open-r1 issue times only a first step. OpenRLHF's README until 2024 timed 1024
   prompts of PPO with a critic and a reward model on A800s (and called the data outdated), a workload this
