@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import require_tool
+from tests.support.cli import gputrain as run_gputrain
 
 pytestmark = pytest.mark.integration
 
 
 def test_gpus_from_the_testbed_sinfo() -> None:
     require_tool("sinfo")
-    proc = subprocess.run([sys.executable, "-m", "gputrain.cli.main", "gpus", "--cluster", "testbed", "--json"],
-                          capture_output=True, text=True)
+    proc = run_gputrain("gpus", "--cluster", "testbed", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert {r["node"] for r in rows} == {"n1", "n2"}

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import require_tool
+from tests.support.cli import gputrain as run_gputrain
 from tests.support.hub_repos import DATASET_REPO, MODEL_REPO, tiny_mbpp_repo, tiny_model_repo
 from tests.support.hub_server import HubServer
 
@@ -100,8 +101,7 @@ def site(tmp_path: Path, hub: HubServer) -> dict[str, Any]:
 
 
 def gt(site: dict[str, Any], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=site["dir"], env=site["env"],
-                          capture_output=True, text=True, timeout=timeout)
+    return run_gputrain(*args, cwd=site["dir"], env=site["env"], timeout=timeout)
 
 
 def wait_final(site: dict[str, Any], job_id: str, timeout: float = 480) -> dict[str, Any]:

@@ -11,26 +11,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_slurm_testbed import RECIPE, testbed  # noqa: F401  (the fixture)
+from tests.support.cli import gputrain as run_gputrain
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def gt(home: Path, *args: str, fsize: int | None = None) -> subprocess.CompletedProcess[str]:
-    def limit() -> None:
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
     env = {**os.environ, "GPUTRAIN_HOME": str(home / "home"), "GPUTRAIN_CONFIG": str(home / "clusters.yaml")}
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=home, env=env,
-                          capture_output=True, text=True, timeout=180, preexec_fn=limit)
+    limits = {"RLIMIT_FSIZE": fsize} if fsize is not None else None
+    return run_gputrain(*args, cwd=home, env=env, timeout=180, rlimits=limits)
 
 
 def job_line(job_id: str) -> str:

@@ -23,6 +23,7 @@ from tests.integration.test_slurm_testbed import (  # noqa: F401
     wait_for,
     workdir,
 )
+from tests.support.cli import gputrain as run_gputrain
 
 pytestmark = pytest.mark.integration
 
@@ -236,7 +237,6 @@ def test_jobs_asks_the_controller_once_for_all_pending_jobs(profiles: Path) -> N
     """`jobs` used to run one scontrol per pending job; squeue's one answer has their states and reasons."""
     import os
     import shutil
-    import sys
 
     ids = [submit_to(profiles, "testbed", "--gpu", "cpu", "--gpus", "1", "--begin", "now+1hours")[0]
            for _ in range(3)]
@@ -248,8 +248,8 @@ def test_jobs_asks_the_controller_once_for_all_pending_jobs(profiles: Path) -> N
     try:
         env = {**os.environ, "GPUTRAIN_HOME": str(profiles / "home"),
                "GPUTRAIN_CONFIG": str(profiles / "clusters.yaml"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-        out = subprocess.run([sys.executable, "-m", "gputrain.cli.main", "jobs", "--json", "--state", "PENDING"],
-                             cwd=profiles, env=env, capture_output=True, text=True, timeout=120, check=True)
+        out = run_gputrain("jobs", "--json", "--state", "PENDING", cwd=profiles, env=env)
+        assert out.returncode == 0, out.stderr
         listed = {j["job_id"]: j for j in json.loads(out.stdout)}
         assert all(listed[i]["state"] == "PENDING" and "reason" in listed[i]["extra"] for i in ids), listed
         calls = log.read_text().splitlines()

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.cli import gputrain as run_gputrain
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "scripts" / "slurm-testbed"
@@ -41,8 +42,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def gt(workdir: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> Any:
     full_env = {**os.environ, "GPUTRAIN_HOME": str(workdir / "home"),
                 "GPUTRAIN_CONFIG": str(workdir / "clusters.yaml"), **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=workdir, env=full_env,
-                          capture_output=True, text=True, timeout=180)
+    proc = run_gputrain(*args, cwd=workdir, env=full_env, timeout=180)
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
