@@ -1,8 +1,9 @@
 """Seeded arithmetic word problems in GSM8K's format (``question`` / ``answer`` ending ``#### n``).
 
-Why: CPU profiles and tests need math data without a download, easy enough that a tiny random-init model
-learns something in a minute. What it learns first is the shape (one ``#### <integer>`` and a short
-answer), which is exactly what the format, integer and length rewards measure; exact sums come later.
+Why: CPU profiles and tests need math data without a download. A tiny random-init policy almost never
+states a right answer to these (issue 29: under 1 % of samples in 80 GRPO steps), so the math ``cpu``
+profiles use one-digit operands (``max_operand=9``) and a supervised warm start
+(``gputrain.train.grpo.warm_start``) before GRPO.
 """
 
 from __future__ import annotations
