@@ -91,3 +91,33 @@ def test_gpu_profiles_do_not_warm_start_nor_shrink_the_task() -> None:
         assert plan.recipe.algorithm.warm_start_steps == 0 and plan.recipe.data.max_operand is None
         cpu = make_plan(RECIPES / recipe, gpu="cpu", gpus_per_node=2)
         assert cpu.recipe.algorithm.warm_start_steps > 0 and cpu.recipe.data.max_operand == 9
+
+
+def _job(root: Path, seed: int, init: float, warm: float, after: float, sampled: tuple[float, float]) -> Path:
+    import json
+
+    job = root / f"gdpo_job_{seed}"
+    job.mkdir()
+    (job / "plan.json").write_text(json.dumps({"recipe": {"entrypoint": "gdpo", "train": {"seed": seed}}}))
+    (job / "result.json").write_text(json.dumps({
+        "steps": 100, "eval_accuracy": after,
+        "warm_start": {"eval_before": {"accuracy": init}, "eval_after": {"accuracy": warm}},
+        "rewards": {"correctness": {"first10": sampled[0], "last10": sampled[1]}},
+    }))
+    truths = ["9", "9", "3", "4"]  # the most frequent answer scores 0.5
+    (job / "eval_samples.jsonl").write_text("".join(json.dumps({"eval": 3, "truth": t}) + "\n" for t in truths))
+    return job
+
+
+def test_profile_seeds_scores_init_warm_start_and_grpo_from_the_job_itself(tmp_path: Path) -> None:
+    from tests.support.benchmarks import load_benchmark
+
+    seeds = load_benchmark("profile_seeds")
+    jobs = [_job(tmp_path, 0, 0.0, 0.6, 0.7, (0.5, 0.6)), _job(tmp_path, 1, 0.0, 0.5, 0.45, (0.4, 0.5)),
+            _job(tmp_path, 2, 0.0, 0.55, 0.75, (0.45, 0.55))]
+    rows = seeds.warm_start_rows(jobs)
+    assert [r.gain for r in rows["job"]] == pytest.approx([0.7, 0.45, 0.75])
+    assert [r.gain for r in rows["grpo"]] == pytest.approx([0.1, -0.05, 0.2])
+    assert [r.gain for r in rows["grpo_sampled"]] == pytest.approx([0.1, 0.1, 0.1])
+    assert rows["job"][0].constant == 0.5 and not rows["job"][1].beats_constant  # 0.45 < 0.5
+    assert not seeds.verdict(rows["grpo"]).gain_met and seeds.verdict(rows["grpo_sampled"]).gain_met
