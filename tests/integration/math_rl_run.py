@@ -56,9 +56,9 @@ def first_last(values: list[float], n: int = 10) -> tuple[float, float]:
 
 
 #: The cpu profile's warm start and GRPO cut for CI (the 3-seed figures in benchmarks/RESULTS.md use the whole
-#: profile): 80 supervised updates, 10 RL steps, 64 held-out problems evaluated at init, after the warm start
+#: profile): 160 supervised updates, 10 RL steps, 64 held-out problems evaluated at init, after the warm start
 #: and at the end.
-SHORT_SEED = ["algorithm.warm_start_steps=80", "train.max_steps=10", "train.eval_every=10", "train.save_every=10",
+SHORT_SEED = ["algorithm.warm_start_steps=160", "train.max_steps=10", "train.eval_every=10", "train.save_every=10",
               "algorithm.eval_samples=64", "data.val_size=64"]
 
 
@@ -77,8 +77,8 @@ def assert_learns_the_task(job: Path, result: dict[str, Any]) -> None:
     constant = most_frequent_answer(job)
     assert warm["eval_before"]["accuracy"] <= 0.05, warm
     assert warm["loss_last10"] < 0.5 * warm["loss_first10"], warm
-    assert warm["eval_after"]["accuracy"] >= max(0.15, 2 * constant), (warm, constant)
-    assert result["eval_accuracy"] > 2 * constant, (result["eval_accuracy"], constant)
+    assert warm["eval_after"]["accuracy"] >= max(0.2, 2 * constant), (warm, constant)
+    assert result["eval_accuracy"] >= 1.5 * constant, (result["eval_accuracy"], constant)
     assert result["eval_accuracy"] >= warm["eval_after"]["accuracy"] - 0.15, (result["eval_accuracy"], warm)
     assert sum(metric_series(job, "rewards/correctness/mean")) / int(result["steps"]) >= 0.1
     assert result["eval_same_answer_share"] < 0.5 and not any("same" in f for f in result["flags"]), result["flags"]
