@@ -28,6 +28,8 @@ AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorith
 
 #: Entrypoints that generate their data (graphs, all-reduce payloads): ``data.source`` must be ``generated``.
 GENERATED_DATA_ONLY = ("gnn_coloring", "selftest")
+#: Entrypoints whose generated data is the arithmetic ``data.max_operand`` sizes.
+GENERATED_ARITHMETIC = ("grpo_math", "gdpo")
 
 # Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
 _TIME_RE = re.compile(r"\A(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
@@ -256,7 +258,7 @@ class Recipe(Strict):
         if entrypoint in GENERATED_DATA_ONLY and value.source != "generated":
             raise ValueError(f"data.source {value.source!r}: {entrypoint} trains on data it generates itself and "
                              "reads no files; use data.source: generated (sizes: data.train_size, data.val_size)")
-        if value.max_operand is not None and entrypoint not in ("grpo_math", "gdpo"):
+        if value.max_operand is not None and entrypoint not in GENERATED_ARITHMETIC:
             raise ValueError(f"data.max_operand sizes the arithmetic that grpo_math and gdpo generate; {entrypoint} "
                              "would ignore it: remove it")
         return value
