@@ -51,9 +51,6 @@ def metric_series(job: Path, key: str) -> list[float]:
     return [out[s] for s in sorted(out)]
 
 
-def first_last(values: list[float], n: int = 10) -> tuple[float, float]:
-    return sum(values[:n]) / n, sum(values[-n:]) / n
-
 
 #: The cpu profile's warm start and GRPO cut for CI (the 3-seed figures in benchmarks/RESULTS.md use the whole
 #: profile): 160 supervised updates, 10 RL steps, 64 held-out problems evaluated at init, after the warm start
