@@ -31,6 +31,13 @@ Headline per entrypoint (``plan.json``'s ``recipe.entrypoint``) and its best con
 
 Criterion of issue 29: mean gain more than twice the spread (max - min) of the gains over at least 3 seeds,
 and every seed's ``after`` strictly better than the best constant answer.
+
+Jobs with a supervised warm start (``algorithm.warm_start_steps``; the math/GDPO ``cpu`` profiles since issue
+29) evaluate the held-out problems themselves at init and after the warm start (``result.json``'s
+``warm_start``), so no before-runs are needed: ``--warm-start runs/X/seed*/*_job_*`` prints init / warm start /
+after GRPO per seed and three verdicts -- the job (init -> after), what GRPO adds to the greedy held-out
+accuracy (warm start -> after), and what GRPO adds to its own objective, the sampled correctness of its
+rollouts (training ``correctness`` reward, first 10 -> last 10 steps).
 """
 
 from __future__ import annotations
@@ -221,11 +228,45 @@ def table(head: Headline, rows: Sequence[SeedRow]) -> str:
     return "\n".join(lines)
 
 
+def warm_start_rows(jobs: Sequence[Path], constant: Callable[[str, Path, dict[str, Any]], tuple[float, str]]
+                    = constant_score) -> dict[str, list[SeedRow]]:
+    """Three row sets for jobs with a warm start: ``job`` (init -> after GRPO), ``grpo`` (warm start -> after,
+    greedy held-out accuracy), ``grpo_sampled`` (training correctness reward, first 10 -> last 10 steps)."""
+    out: dict[str, list[SeedRow]] = {"job": [], "grpo": [], "grpo_sampled": []}
+    for job in jobs:
+        entry, seed, result = job_facts(job)
+        warm = result.get("warm_start")
+        if not warm:
+            raise SystemExit(f"{job}: no warm start in result.json (use --before/--after)")
+        value, _ = constant(entry, job, result)
+        init, warmed, after = (float(warm["eval_before"]["accuracy"]), float(warm["eval_after"]["accuracy"]),
+                               float(result["eval_accuracy"]))
+        steps = int(result["steps"])
+        note = f"warm start {warmed:.3f}"
+        out["job"].append(SeedRow(seed, init, after, value, True, steps, note))
+        out["grpo"].append(SeedRow(seed, warmed, after, value, True, steps, f"init {init:.3f}"))
+        sampled = result["rewards"]["correctness"]
+        out["grpo_sampled"].append(SeedRow(seed, float(sampled["first10"]), float(sampled["last10"]), value, True,
+                                           steps, "training rollouts, temperature 1"))
+    return {k: sorted(v, key=lambda r: r.seed) for k, v in out.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--before", nargs="+", type=Path, required=True, help="the 1-step lr 1e-12 jobs")
-    parser.add_argument("--after", nargs="+", type=Path, required=True, help="the trained jobs")
+    parser.add_argument("--before", nargs="+", type=Path, help="the 1-step lr 1e-12 jobs")
+    parser.add_argument("--after", nargs="+", type=Path, help="the trained jobs")
+    parser.add_argument("--warm-start", nargs="+", type=Path, help="trained jobs with a warm start (no --before)")
     args = parser.parse_args(argv)
+    if args.warm_start:
+        labels = {"job": "init -> after GRPO (greedy held-out accuracy)",
+                  "grpo": "what GRPO adds: warm start -> after GRPO (greedy held-out accuracy)",
+                  "grpo_sampled": "what GRPO adds to its objective: sampled correctness, first 10 -> last 10 steps"}
+        for key, rows in warm_start_rows(args.warm_start).items():
+            print(f"### {labels[key]}\n")
+            print(table(HEADLINES["grpo_math"], rows) + "\n")
+        return 0
+    if not args.before or not args.after:
+        parser.error("give --before and --after, or --warm-start")
     head, rows = collect(args.before, args.after)
     print(table(head, rows))
     return 0

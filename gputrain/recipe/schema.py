@@ -28,6 +28,8 @@ AlgorithmSettings = SelftestAlgorithm | GNNColoringAlgorithm | DiffusionAlgorith
 
 #: Entrypoints that generate their data (graphs, all-reduce payloads): ``data.source`` must be ``generated``.
 GENERATED_DATA_ONLY = ("gnn_coloring", "selftest")
+#: Entrypoints whose generated data is the arithmetic ``data.max_operand`` sizes.
+GENERATED_ARITHMETIC = ("grpo_math", "gdpo")
 
 # Validating patterns are anchored with \A...\Z: Python's ``$`` also matches before a trailing newline.
 _TIME_RE = re.compile(r"\A(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
@@ -74,6 +76,10 @@ class DataSpec(Strict):
     train_size: int | None = Field(default=None, gt=0)
     val_size: int | None = Field(default=None, ge=0)
     split: str | None = None
+    max_operand: int | None = Field(
+        default=None, ge=2, le=20, description="grpo_math/gdpo generated arithmetic: largest operand (default "
+        "20; products stay 2..9); 9 keeps every operand one digit, a task a from-scratch CPU policy can learn",
+    )
 
 
 class TrainSpec(Strict):
@@ -252,6 +258,9 @@ class Recipe(Strict):
         if entrypoint in GENERATED_DATA_ONLY and value.source != "generated":
             raise ValueError(f"data.source {value.source!r}: {entrypoint} trains on data it generates itself and "
                              "reads no files; use data.source: generated (sizes: data.train_size, data.val_size)")
+        if value.max_operand is not None and entrypoint not in GENERATED_ARITHMETIC:
+            raise ValueError(f"data.max_operand sizes the arithmetic that grpo_math and gdpo generate; {entrypoint} "
+                             "would ignore it: remove it")
         return value
 
     @field_validator("algorithm", mode="before")

@@ -1,7 +1,7 @@
 """GDPO: multi-reward RL with group reward-decoupled normalisation (arXiv 2601.05242).
 
     torchrun --nproc_per_node 4 -m gputrain.train.gdpo --plan JOB/plan.json --job-dir JOB
-    gputrain run recipes/gdpo_deepscaler.yaml --gpu cpu --gpus 2     # tiny model, about a minute
+    gputrain run recipes/gdpo_deepscaler.yaml --gpu cpu --gpus 2     # tiny model, warm start + GDPO, ~3 min
 
 Each reward component is z-scored within its group, the weighted sum is z-scored over the whole batch
 (``multi_objective_aggregation: normalize_then_sum``, in ``gputrain.train.grpo.advantages``). Why: summing

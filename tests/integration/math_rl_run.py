@@ -51,5 +51,31 @@ def metric_series(job: Path, key: str) -> list[float]:
     return [out[s] for s in sorted(out)]
 
 
-def first_last(values: list[float], n: int = 10) -> tuple[float, float]:
-    return sum(values[:n]) / n, sum(values[-n:]) / n
+
+#: The cpu profile's warm start and GRPO cut for CI (the 3-seed figures in benchmarks/RESULTS.md use the whole
+#: profile): 160 supervised updates, 10 RL steps, 64 held-out problems evaluated at init, after the warm start
+#: and at the end.
+SHORT_SEED = ["algorithm.warm_start_steps=160", "train.max_steps=10", "train.eval_every=10", "train.save_every=10",
+              "algorithm.eval_samples=64", "data.val_size=64"]
+
+
+def most_frequent_answer(job: Path) -> float:
+    """Accuracy of the best constant answer: every held-out problem answered with the commonest reference."""
+    rows = [json.loads(x) for x in (job / "eval_samples.jsonl").read_text().splitlines() if x.strip()]
+    truths = [r["truth"] for r in rows if r["eval"] == 1]
+    return max(truths.count(t) for t in set(truths)) / len(truths)
+
+
+def assert_learns_the_task(job: Path, result: dict[str, Any]) -> None:
+    """Issue 29's learning assertion for a short seed: at init the policy answers nothing right; the warm start
+    makes it answer a share of the held-out problems beyond any constant answer; GRPO keeps that, earning
+    correctness rewards on its own samples, and the answers still depend on the question."""
+    warm = result["warm_start"]
+    constant = most_frequent_answer(job)
+    assert warm["eval_before"]["accuracy"] <= 0.05, warm
+    assert warm["loss_last10"] < 0.5 * warm["loss_first10"], warm
+    assert warm["eval_after"]["accuracy"] >= max(0.2, 2 * constant), (warm, constant)
+    assert result["eval_accuracy"] >= 1.5 * constant, (result["eval_accuracy"], constant)
+    assert result["eval_accuracy"] >= warm["eval_after"]["accuracy"] - 0.15, (result["eval_accuracy"], warm)
+    assert sum(metric_series(job, "rewards/correctness/mean")) / int(result["steps"]) >= 0.1
+    assert result["eval_same_answer_share"] < 0.5 and not any("same" in f for f in result["flags"]), result["flags"]

@@ -53,7 +53,9 @@ CASES = {
     "gdpo": Case("gdpo_deepscaler.yaml", "gputrain.train.gdpo",
                  ("data.train_size=64", "train.max_steps=8", "train.eval_every=4", "train.save_every=1000",
                   "algorithm.max_completion_length=4", "algorithm.length_budget=3", "algorithm.num_generations=4",
-                  "train.log_every=1"),
+                  "train.log_every=1", "algorithm.train_batch_size=8", "train.batch_size=16",
+                  "algorithm.eval_samples=8", "data.val_size=8",
+                  "algorithm.warm_start_steps=2"),  # a resumed run must not warm up again
                  (8,), ("loss", "reward"), ()),
 }
 

@@ -65,6 +65,8 @@ OURS_ONLY = {
     "all_or_nothing": "code reward",
     "sandbox_workers": "code reward",
     "sandbox_timeout_s": "code reward",
+    "warm_start_steps": "a supervised stage before GRPO (TRL: run SFTTrainer first); off by default",
+    "warm_start_learning_rate": "as above",
     "eval_samples": "evaluation",
     "eval_dataset": "evaluation",
     "eval_temperature": "evaluation",

@@ -120,6 +120,15 @@ class GRPOAlgorithm(BaseModel):
     sandbox_workers: int | None = Field(default=None, gt=0, description="programs run at once per rank")
     sandbox_timeout_s: float = Field(default=5.0, gt=0, description="wall-clock limit per program")
 
+    # Supervised warm start (gputrain.train.grpo.warm_start): off unless a recipe opts in
+    warm_start_steps: int = Field(
+        default=0, ge=0, description="updates of cross-entropy on the task's reference solutions before GRPO "
+        "(a from-scratch policy's SFT stage; 0: none, GRPO starts from the model as loaded)",
+    )
+    warm_start_learning_rate: float | None = Field(
+        default=None, gt=0, description="learning rate of the warm start (default: train.learning_rate)"
+    )
+
     # Evaluation (rank 0 only)
     eval_samples: int = Field(default=64, ge=0, description="held-out problems per evaluation (0: none)")
     eval_dataset: Literal["held_out", "humaneval"] = Field(

@@ -41,3 +41,6 @@ class GRPOTask:
     completions; None: ``score`` itself."""
     answer_of: Callable[[str], str | None] | None = None
     """The final answer a completion states (math); the prompt-independence check compares answers too."""
+    reference_completion: Callable[[Row], str | None] | None = None
+    """A row's reference completion in the form the rewards read (math: the worked solution ending in the
+    answer marker), for ``algorithm.warm_start_steps``; None: the task has none."""

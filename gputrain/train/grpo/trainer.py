@@ -53,6 +53,7 @@ from gputrain.train.grpo.sharding import (
 )
 from gputrain.train.grpo.state import load_full_state, save_full_state
 from gputrain.train.grpo.task import GRPOTask
+from gputrain.train.grpo.warm_start import warm_start
 from gputrain.train.runtime import RunContext
 from gputrain.train.runtime.schedule import lr_factor
 
@@ -204,6 +205,10 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         ckpt.restore_rng()
         step, pos = ckpt.step, dict(ckpt.state["pos"])
         ctx.print0(f"[grpo] resumed from {ckpt.path.name} at step {step}")
+    warm = None
+    if algo.warm_start_steps and ckpt is None:  # a checkpoint already holds the warmed-up weights
+        warm = _warm_start(ctx, policy, task, algo, fmt, stops)
+        engine.weights_changed()
 
     def state() -> dict[str, Any]:
         full = save_full_state(model, optimizer)
@@ -274,6 +279,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "prompt_format": fmt.mode,
             "model_dir": MODEL_DIR,  # save_pretrained folder: safetensors, config, tokenizer, chat template
             "lora": lora_info,  # null without LoRA
+            "warm_start": warm,  # null without algorithm.warm_start_steps (or on a resumed run)
             "precision": ctx.precision.name,
             **result,
             **task.report,
@@ -293,6 +299,7 @@ def evaluate(
     fmt: PromptFormat,
     stops: list[int],
     flags_out: list[str] | None = None,
+    prefix: str = "eval",
 ) -> dict[str, float]:
     """Greedy (or ``eval_temperature``) completions of held-out prompts, scored on rank 0 only.
 
@@ -333,9 +340,27 @@ def evaluate(
             _write_samples(ctx, step, rows, roll.texts)
         ctx.barrier()
     if ctx.is_main:
-        ctx.metrics.log(step, **{f"eval/{k}": v for k, v in results.items()})
-        ctx.print0(f"[grpo] eval step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in results.items()))
+        ctx.metrics.log(step, **{f"{prefix}/{k}": v for k, v in results.items()})
+        ctx.print0(f"[grpo] {prefix} step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in results.items()))
     return results
+
+
+def _warm_start(ctx: RunContext, policy: Policy, task: GRPOTask, algo: GRPOAlgorithm, fmt: PromptFormat,
+                stops: list[int]) -> dict[str, Any]:
+    """The warm start between two evaluations of the held-out rows (``init_eval/*`` and ``warm_eval/*`` at
+    step 0 in ``metrics.jsonl``), so ``result.json`` says what the model scored at init, after the warm start
+    and (``eval_*``) after GRPO: what GRPO adds is the last two's difference."""
+    model, tokenizer = policy.model, policy.tokenizer
+    lr = algo.warm_start_learning_rate or ctx.recipe.train.learning_rate
+    with ctx.phase("evaluation before the warm start"):
+        before = evaluate(ctx, model, tokenizer, task, algo, 0, fmt, stops, prefix="init_eval")
+    with ctx.phase(f"warm start ({algo.warm_start_steps} supervised updates)"):
+        figures = warm_start(ctx, model, tokenizer, task.train_rows, task.reference_completion, fmt, stops[0],
+                             steps=algo.warm_start_steps, learning_rate=lr,
+                             max_prompt_length=algo.max_prompt_length)
+    with ctx.phase("evaluation after the warm start"):
+        after = evaluate(ctx, model, tokenizer, task, algo, 0, fmt, stops, prefix="warm_eval")
+    return {**figures, "eval_before": before, "eval_after": after}
 
 
 def _independence(task: GRPOTask, rows: list[dict[str, Any]], texts: list[str],

@@ -130,8 +130,12 @@ def load_math_rows(
     train_size, val_size = data.train_size, data.val_size
     n_val = val_size if val_size is not None else eval_size
     if source == "generated" or data.format == "generated":
-        train = [to_row(r, "arithmetic", answer_format) for r in generate_problems(train_size or 1024, seed)]
-        return train, [to_row(r, "arithmetic", answer_format) for r in generate_problems(n_val, seed + 1)]
+        top = data.max_operand
+        train = [to_row(r, "arithmetic", answer_format) for r in generate_problems(train_size or 1024, seed, top)]
+        return train, [to_row(r, "arithmetic", answer_format) for r in generate_problems(n_val, seed + 1, top)]
+    if data.max_operand is not None:
+        raise RecipeError(f"data.max_operand sizes generated arithmetic; data.source {source!r} is read as it is: "
+                          "remove data.max_operand")
     records = read_records(source, data.format, data.split or "train")
     if not records:
         raise RecipeError(f"data.source {source}: no records")

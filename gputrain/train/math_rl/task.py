@@ -52,6 +52,18 @@ def check_answer_form(rendered: list[str], rows: Sequence[dict[str, Any]]) -> No
             )
 
 
+def reference_completion(row: dict[str, Any]) -> str | None:
+    """The row's worked solution ending in its answer in the row's form (``#### n`` or ``\\boxed{n}``), the
+    target of ``algorithm.warm_start_steps``; None without a solution or an answer."""
+    solution, answer = row.get("solution"), row.get("answer")
+    if not solution or not answer:
+        return None
+    body = str(solution).rsplit("####", 1)[0].rstrip()  # GSM8K: the work before its answer line
+    if row.get("style") == "boxed":
+        return body if extract_answer(body) == answer else f"{body}\nThe answer is \\boxed{{{answer}}}."
+    return f"{body}\n#### {answer}"
+
+
 def build_math_task(
     name: str,
     default_rewards: Sequence[str],
@@ -79,4 +91,5 @@ def build_math_task(
         corpus=corpus,
         check_prompts=check_answer_form,
         answer_of=extract_answer,
+        reference_completion=reference_completion,
     )

@@ -1,0 +1,123 @@
+"""The CPU math profiles' learnable task and supervised warm start (issue 29): one-digit generated arithmetic
+(``data.max_operand``), the reference completion the warm start fits, and its batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gputrain.errors import RecipeError
+from gputrain.recipe.schema import DataSpec
+
+pytest.importorskip("torch")
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _rows(max_operand: int | None = 9, style: str = "gsm8k", n: int = 64) -> list[dict]:
+    from gputrain.train.math_rl.data import load_math_rows
+
+    train, _ = load_math_rows(DataSpec(source="generated", train_size=n, max_operand=max_operand), seed=0,
+                              eval_size=8, answer_format=style)
+    return train
+
+
+def test_max_operand_bounds_the_operands_and_leaves_the_default_draws_unchanged() -> None:
+    import re
+
+    from gputrain.train.math_rl.arithmetic import generate_problems
+
+    assert generate_problems(200, 3) == generate_problems(200, 3, 20)  # recipes without it: as before
+    small = generate_problems(300, 3, 9)
+    numbers = [int(n) for p in small for n in re.findall(r"\d+", p["question"])]
+    assert numbers and max(numbers) <= 9
+    assert max(int(n) for n in re.findall(r"\d+", " ".join(p["question"] for p in generate_problems(300, 3)))) > 9
+
+
+def test_one_digit_answers_and_the_marker_are_single_tokens_of_the_tiny_tokenizer() -> None:
+    from gputrain.train.grpo.policy import train_tiny_tokenizer
+
+    rows = _rows(n=512)
+    tok = train_tiny_tokenizer([r["prompt"] for r in rows] + [r["solution"] for r in rows], 512)
+    assert len(tok("####", add_special_tokens=False)["input_ids"]) == 1
+    for answer in {r["answer"] for r in rows}:  # as it follows the marker: " 14" is one token
+        assert len(tok(f" {answer}", add_special_tokens=False)["input_ids"]) == 1, answer
+
+
+@pytest.mark.parametrize("style", ["gsm8k", "boxed"])
+def test_the_reference_completion_is_what_every_reward_pays_in_the_rows_form(style: str) -> None:
+    from gputrain.train.math_rl.rewards import correctness_reward, format_reward, integer_reward
+    from gputrain.train.math_rl.task import reference_completion
+
+    for row in _rows(style=style, n=32):
+        target = reference_completion(row)
+        assert target is not None
+        assert (correctness_reward(target, row), format_reward(target, row), integer_reward(target, row)) == (1, 1, 1)
+    assert reference_completion({"prompt": "p", "answer": "3", "solution": None}) is None
+
+
+def test_a_warm_start_batch_learns_only_the_completion_and_its_stop_token() -> None:
+    from gputrain.train.grpo.policy import train_tiny_tokenizer
+    from gputrain.train.grpo.warm_start import sft_batch
+
+    tok = train_tiny_tokenizer(["Question: What is 2 + 3?", "2 + 3 = 5\n#### 5"], 128)
+    stop = tok.eos_token_id
+    ids, mask, labels = sft_batch(tok, ["Question: What is 2 + 3?", "Q"], ["#### 5", "2 + 3 = 5\n#### 5"], stop,
+                                  False, 48)
+    for i, (prompt, target) in enumerate([("Question: What is 2 + 3?", "#### 5"), ("Q", "2 + 3 = 5\n#### 5")]):
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        c = tok(target, add_special_tokens=False)["input_ids"] + [stop]
+        n = len(p) + len(c)
+        assert ids[i, :n].tolist() == p + c and mask[i].sum() == n
+        assert labels[i, len(p) : n].tolist() == c
+        assert (labels[i, : len(p)] == -100).all() and (labels[i, n:] == -100).all()  # prompt and padding
+
+
+def test_max_operand_is_refused_where_it_would_be_ignored() -> None:
+    from gputrain.planner.resolve import make_plan
+    from gputrain.train.math_rl.data import load_math_rows
+
+    with pytest.raises(RecipeError, match="max_operand"):  # a dataset is read as it is
+        load_math_rows(DataSpec(source="openai/gsm8k", max_operand=9), seed=0, eval_size=8)
+    with pytest.raises(RecipeError, match="max_operand sizes the arithmetic that grpo_math and gdpo generate"):
+        make_plan(RECIPES / "grpo_code_mbpp.yaml", gpu="cpu", gpus_per_node=2, overrides=["data.max_operand=9"])
+
+
+def test_gpu_profiles_do_not_warm_start_nor_shrink_the_task() -> None:
+    from gputrain.planner.resolve import make_plan
+
+    for recipe, gpu, gpus in (("grpo_math_fsdp.yaml", "H100", 2), ("gdpo_deepscaler.yaml", "B200", 4)):
+        plan = make_plan(RECIPES / recipe, gpu=gpu, gpus_per_node=gpus)
+        assert plan.recipe.algorithm.warm_start_steps == 0 and plan.recipe.data.max_operand is None
+        cpu = make_plan(RECIPES / recipe, gpu="cpu", gpus_per_node=2)
+        assert cpu.recipe.algorithm.warm_start_steps > 0 and cpu.recipe.data.max_operand == 9
+
+
+def _job(root: Path, seed: int, init: float, warm: float, after: float, sampled: tuple[float, float]) -> Path:
+    import json
+
+    job = root / f"gdpo_job_{seed}"
+    job.mkdir()
+    (job / "plan.json").write_text(json.dumps({"recipe": {"entrypoint": "gdpo", "train": {"seed": seed}}}))
+    (job / "result.json").write_text(json.dumps({
+        "steps": 100, "eval_accuracy": after,
+        "warm_start": {"eval_before": {"accuracy": init}, "eval_after": {"accuracy": warm}},
+        "rewards": {"correctness": {"first10": sampled[0], "last10": sampled[1]}},
+    }))
+    truths = ["9", "9", "3", "4"]  # the most frequent answer scores 0.5
+    (job / "eval_samples.jsonl").write_text("".join(json.dumps({"eval": 3, "truth": t}) + "\n" for t in truths))
+    return job
+
+
+def test_profile_seeds_scores_init_warm_start_and_grpo_from_the_job_itself(tmp_path: Path) -> None:
+    from tests.support.benchmarks import load_benchmark
+
+    seeds = load_benchmark("profile_seeds")
+    jobs = [_job(tmp_path, 0, 0.0, 0.6, 0.7, (0.5, 0.6)), _job(tmp_path, 1, 0.0, 0.5, 0.45, (0.4, 0.5)),
+            _job(tmp_path, 2, 0.0, 0.55, 0.75, (0.45, 0.55))]
+    rows = seeds.warm_start_rows(jobs)
+    assert [r.gain for r in rows["job"]] == pytest.approx([0.7, 0.45, 0.75])
+    assert [r.gain for r in rows["grpo"]] == pytest.approx([0.1, -0.05, 0.2])
+    assert [r.gain for r in rows["grpo_sampled"]] == pytest.approx([0.1, 0.1, 0.1])
+    assert rows["job"][0].constant == 0.5 and not rows["job"][1].beats_constant  # 0.45 < 0.5
+    assert not seeds.verdict(rows["grpo"]).gain_met and seeds.verdict(rows["grpo_sampled"]).gain_met
