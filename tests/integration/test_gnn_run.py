@@ -77,6 +77,11 @@ def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path)
     assert result["network_conflicts_per_edge"] == test["network_conflicts_per_edge"]  # the job summary's line
     # what the network adds over a random-start Tabucol of the same budget, test-split means and per family
     assert result["colours_saved_vs_random_search"] == test["colours_random_search"] - test["colours_network_search"]
+    # The learning assertion in colours (issue 29): with the short move budget, where the start matters, the
+    # trained network's start needs fewer colours than a random one (an untrained network's needs more).
+    assert result["search"] == {"algorithm": "tabucol", "moves_per_q": 2000, "short_moves_per_q": 20}
+    assert result["colours_network_short_search"] < result["colours_random_short_search"], result["headline"][0]
+    assert result["colours_network_short_search"] == test["colours_network_short_search"]
     assert [line.split(":")[0] for line in result["headline"]][:5] == ["test", "planted", "erdos_renyi",
                                                                        "mycielski", "queen"]
     summary_text = (job_dir / "job_summary.txt").read_text()

@@ -1,8 +1,10 @@
 """grpo_code's ``cpu`` profile end to end: real torchrun, 2 gloo ranks, real sandbox, tiny Qwen2.
 
-1. ``gputrain run recipes/grpo_code_mbpp.yaml --gpu cpu --gpus 2`` trains on the toy code task and the
-   mean reward of the last 10 steps clearly exceeds the first 10 (a random policy almost never writes a
-   valid two-token answer; GRPO teaches it to).
+1. ``gputrain run recipes/grpo_code_mbpp.yaml --gpu cpu --gpus 2`` for 50 of the profile's 100 steps, seed
+   2 (which reads the prompt by step 50; benchmarks/RESULTS.md, issue 29): the reward rises, and the final
+   greedy evaluation beats every constant answer (the best, ``1``, passes 0.21 of the asserts), which only
+   answers that depend on the prompt can. A policy that learns only "write a digit"
+   (what the profile did before issue 29) ties the constant and fails.
 2. SIGUSR1 in the middle of a run: checkpoint, ``PREEMPTED``, exit 75; the same command then resumes from
    the checkpoint and finishes with the step count continuing.
 
@@ -49,7 +51,8 @@ def _rewards(job: Path) -> list[float]:
 def test_gputrain_run_grpo_code_cpu_reward_rises(tmp_path: Path) -> None:
     _need_tools()
     recipe = str(REPO / "recipes" / "grpo_code_mbpp.yaml")
-    args = ["run", recipe, "--gpu", "cpu", "--gpus", "2", "--logs-dir", str(tmp_path / "logs")]
+    args = ["run", recipe, "--gpu", "cpu", "--gpus", "2", "--logs-dir", str(tmp_path / "logs"),
+            "--set", "train.seed=2", "--set", "train.max_steps=50"]
     proc = subprocess.run(
         [sys.executable, "-m", "gputrain.cli.main", *args],
         cwd=tmp_path,
@@ -73,7 +76,9 @@ def test_gputrain_run_grpo_code_cpu_reward_rises(tmp_path: Path) -> None:
     assert any("eval/pass_rate" in r for r in records)
     result = json.loads((job / "result.json").read_text())
     assert result["strategy_in_effect"] == "ddp" and result["steps"] == 50
-    assert 0.0 <= result["eval_pass_rate"] <= 1.0
+    # learning the task, not a constant: no completion given to every task passes more than 0.21 of these
+    # asserts (`1`; `x`: 0.19), so only answers that read k from the prompt get past 0.3
+    assert result["eval_pass_rate"] > 0.3, (result["eval_pass_rate"], result["flags"])
     # The isolation was chosen at start and recorded; here (root, namespaces allowed) the strongest level.
     assert result["sandbox"]["level"] == "namespaces" and result["sandbox"]["strong"]
     assert "sandbox isolation: namespaces" in (job / "training_output.log").read_text()

@@ -61,10 +61,12 @@ def test_criterion_fails_on_spread_on_two_seeds_and_below_the_constant(seeds: Mo
 
 def test_colours_gain_when_they_fall_and_a_tie_with_random_search_is_not_met(seeds: ModuleType, tmp_path: Path) -> None:
     gnn = {"network_conflicts_per_edge": 0.4, "random_conflicts_per_edge": 0.23, "colours_random_search": 3.78,
+           "colours_network_search": 3.78, "colours_random_short_search": 3.78,
            "moves_saved_vs_random_search_median": 5.0}
-    before = [_job(tmp_path, f"init{s}", "gnn_coloring", s, {**gnn, "colours_network_search": 4.0})
+    # the headline is the short-budget search (where the start matters); the full budget is printed beside it
+    before = [_job(tmp_path, f"init{s}", "gnn_coloring", s, {**gnn, "colours_network_short_search": 4.0})
               for s in range(3)]
-    after = [_job(tmp_path, f"seed{s}", "gnn_coloring", s, {**gnn, "colours_network_search": 3.78})
+    after = [_job(tmp_path, f"seed{s}", "gnn_coloring", s, {**gnn, "colours_network_short_search": 3.78})
              for s in range(3)]
     head, rows = seeds.collect(before, after)
     assert not head.higher_is_better
@@ -78,7 +80,9 @@ def test_mixed_entrypoints_and_a_missing_before_seed_are_refused(seeds: ModuleTy
     a = _job(tmp_path, "seed1", "grpo_math", 1, {"eval_accuracy": 0.5}, ["1"])
     with pytest.raises(SystemExit, match="no --before job for seed 1"):
         seeds.collect([b], [a])
-    g = _job(tmp_path, "gnn0", "gnn_coloring", 0, {"colours_network_search": 3.0, "colours_random_search": 3.0,
+    g = _job(tmp_path, "gnn0", "gnn_coloring", 0, {"colours_network_short_search": 3.0,
+                                                   "colours_random_short_search": 3.0,
+                                                   "colours_network_search": 3.0, "colours_random_search": 3.0,
                                                    "network_conflicts_per_edge": 0.1, "random_conflicts_per_edge": 0.2,
                                                    "moves_saved_vs_random_search_median": 1.0})
     with pytest.raises(SystemExit, match="several entrypoints"):

@@ -83,3 +83,32 @@ def test_echo_needs_a_copy_not_shared_numbers() -> None:
     assert is_echo(row["prompt"], "Answer (end with")
     assert not is_echo(row["prompt"], _correct(row))
     assert not is_echo(row["prompt"], "")
+
+
+def test_a_short_answer_named_in_its_prompt_is_not_an_echo() -> None:
+    """The toy code task (grpo_code's cpu profile): the right answer is the digit its prompt names, so a
+    correct policy's one-character completions all stand in their prompts; that is answering, not copying.
+    A constant digit is still flagged, by the identical-completion share."""
+    from gputrain.train.code_reward import build_prompt, toy_tasks
+
+    tasks = toy_tasks(27, seed=1)
+    prompts = [build_prompt(t) for t in tasks]
+    correct = [t["task_id"][-1] for t in tasks]  # "toy/x*6" -> "6"
+    assert independence_flags(prompt_independence(prompts, correct)) == []
+    flags = independence_flags(prompt_independence(prompts, ["1"] * len(prompts)))
+    assert len(flags) == 1 and "same completion ('1')" in flags[0]
+    assert is_echo(prompts[0], prompts[0])
+
+
+def test_a_value_sampled_now_and_then_in_every_group_is_not_the_prompts_answer() -> None:
+    """A GRPO rollout of the toy code task: 16 samples per prompt, each prompt's commonest sample its own digit,
+    one stray "4" in every group. The prompts do not share an answer; a policy whose commonest is "4" does."""
+    from gputrain.train.code_reward import build_prompt, toy_tasks
+
+    tasks = toy_tasks(8, seed=1)
+    prompts = [build_prompt(t) for t in tasks for _ in range(16)]
+    stray = [c for t in tasks for c in [t["task_id"][-1]] * 15 + ["4"]]
+    assert independence_flags(prompt_independence(prompts, stray)) == []
+    constant = [c for t in tasks for c in ["4"] * 15 + [t["task_id"][-1]]]
+    flags = independence_flags(prompt_independence(prompts, constant))
+    assert len(flags) == 1 and "same completion ('4')" in flags[0]

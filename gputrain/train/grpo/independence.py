@@ -24,6 +24,9 @@ IDENTICAL_LIMIT = 0.5
 ECHO_LIMIT = 0.5
 #: A completion whose word trigrams are at least this share of its prompt's is a copy of it.
 ECHO_OVERLAP = 0.8
+#: A completion under three words must be at least this long to count as a copy: a short answer (a number,
+#: the digit the toy code prompt names) often stands in its prompt, and writing it is answering, not copying.
+ECHO_MIN_CHARS = 8
 #: Correctness at or below this while an auxiliary reward is earned at least AUX_EARNED: paid for form.
 CORRECT_FLOOR = 0.05
 AUX_EARNED = 0.5
@@ -40,22 +43,29 @@ def _trigrams(words: list[str]) -> set[tuple[str, ...]]:
 
 def is_echo(prompt: str, completion: str) -> bool:
     """Whether ``completion`` is (mostly) a copy of ``prompt``: 80 % of its word trigrams occur in the prompt,
-    or, under three words, the whole completion is a substring of the prompt. Empty is not an echo."""
+    or, under three words, the whole completion is a substring of the prompt of at least
+    :data:`ECHO_MIN_CHARS` characters. Empty is not an echo."""
     words = _norm(completion).split()
     if not words:
         return False
     if len(words) < 3:
-        return " ".join(words) in _norm(prompt)
+        text = " ".join(words)
+        return len(text) >= ECHO_MIN_CHARS and text in _norm(prompt)
     mine = _trigrams(words)
     theirs = _trigrams(_norm(prompt).split())
     return len(mine & theirs) / len(mine) >= ECHO_OVERLAP
 
 
-def _top_share(by_prompt: Mapping[str, set[str]]) -> tuple[float, str | None]:
-    """Largest share of distinct prompts that produced one same value (among their completions)."""
+def _top_share(by_prompt: Mapping[str, Counter[str]]) -> tuple[float, str | None]:
+    """Largest share of distinct prompts whose commonest value (ties: each tied one) is one same value.
+
+    The commonest, not any: with many samples per prompt (a GRPO group) and a small answer space, a value
+    sampled now and then lands in most prompts' groups while each prompt's own answer is different."""
     counts: Counter[str] = Counter()
     for values in by_prompt.values():
-        counts.update(v for v in values if v)
+        nonempty = {v: n for v, n in values.items() if v}
+        top = max(nonempty.values(), default=0)
+        counts.update(v for v, n in nonempty.items() if n == top)
     if not counts or not by_prompt:
         return 0.0, None
     value, n = counts.most_common(1)[0]
@@ -69,20 +79,20 @@ def prompt_independence(
 ) -> dict[str, float | str | None]:
     """Figures over one batch of (prompt, completion) pairs, several completions per prompt allowed:
 
-    - ``identical_share``: the largest share of distinct prompts that got one same (whitespace- and
-      case-normalised, non-empty) completion; ``identical_completion`` is that completion;
+    - ``identical_share``: the largest share of distinct prompts whose commonest (whitespace- and
+      case-normalised, non-empty) completion is one same completion; ``identical_completion`` is that one;
     - ``same_answer_share``: the same over the final answers ``answer_of`` reads (math), when given;
     - ``echo_share``: share of non-empty completions that copy their own prompt (:func:`is_echo`);
     - ``distinct_prompts``: how many different prompts the figures rest on.
     """
-    texts: dict[str, set[str]] = {}
-    answers: dict[str, set[str]] = {}
+    texts: dict[str, Counter[str]] = {}
+    answers: dict[str, Counter[str]] = {}
     echoes, nonempty = 0, 0
     for prompt, completion in zip(prompts, completions, strict=True):
-        texts.setdefault(prompt, set()).add(_norm(completion))
+        texts.setdefault(prompt, Counter())[_norm(completion)] += 1
         if answer_of is not None:
             answer = answer_of(completion)
-            answers.setdefault(prompt, set()).add(_norm(answer) if answer else "")
+            answers.setdefault(prompt, Counter())[_norm(answer) if answer else ""] += 1
         if completion.strip():
             nonempty += 1
             echoes += is_echo(prompt, completion)
