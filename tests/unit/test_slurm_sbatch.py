@@ -171,3 +171,27 @@ def test_unsafe_sbatch_value_is_refused(recipe: Path, tmp_path: Path, monkeypatc
     monkeypatch.setenv("GPUTRAIN_CONFIG", str(cfg))
     with pytest.raises(ClusterError, match="partition"):
         _render(recipe, cluster="lab")
+
+
+def test_a_preemption_signal_to_every_process_does_not_empty_the_rendezvous_address(recipe: Path,
+                                                                                   tmp_path: Path) -> None:
+    """`scancel --full --signal=USR1` reaches the head-node lookups too: an `scontrol` killed by it left the
+    rendezvous at ":port" and the job FAILED instead of requeueing (seen in CI). Here a stand-in `scontrol`
+    signals its whole process group, as Slurm does, and the address must still be the node's."""
+    text = _render(recipe, cluster="supercloud", nodes=2, gpus_per_node=2)
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("HEAD_NODE="))
+    end = next(i for i, line in enumerate(lines) if line.startswith("export GPUTRAIN_RDZV="))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text('#!/bin/bash\nkill -USR1 0\nsleep 0.2\nif [ "$2" = hostnames ]; then echo n7;'
+                                      ' else echo "NodeName=n7 NodeAddr=10.1.2.7"; fi\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    script = "\n".join(["trap 'echo stop-requested >&2' USR1", "SLURM_JOB_ID=955", "SLURM_JOB_NODELIST='n[7-8]'",
+                        *lines[start:end + 1], 'echo "$GPUTRAIN_RDZV"'])
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(Path(__file__).parents[2])}
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60,
+                          start_new_session=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().startswith("10.1.2.7:"), proc.stdout + proc.stderr
+    assert "stop-requested" in proc.stderr  # the script itself still saw the signal
