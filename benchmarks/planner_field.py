@@ -103,17 +103,22 @@ def ran() -> list[RanRow]:
             for r in raw.get("ran", [])]
 
 
-def plan_ran(rows: list[RanRow]) -> list[RanRow]:
+def _plan(row: FieldRow | RanRow) -> Any:
+    """The row's plan, or None with the refusal recorded on the row."""
     from gputrain.errors import GputrainError
     from gputrain.planner import make_plan
 
+    try:
+        return make_plan(BASE, gpu=row.gpu, gpus_per_node=row.gpus, nodes=row.nodes, overrides=row.sets)
+    except GputrainError as exc:
+        row.refused = exc.message
+        return None
+
+
+def plan_ran(rows: list[RanRow]) -> list[RanRow]:
     for row in rows:
-        try:
-            plan = make_plan(BASE, gpu=row.gpu, gpus_per_node=row.gpus, nodes=row.nodes, overrides=row.sets)
-        except GputrainError as exc:
-            row.refused = exc.message
-            continue
-        row.memory_gib = plan.estimate.memory_gib_per_gpu
+        if (plan := _plan(row)) is not None:
+            row.memory_gib = plan.estimate.memory_gib_per_gpu
     return rows
 
 
@@ -123,14 +128,8 @@ def unplanned() -> list[Unplanned]:
 
 
 def plan_rows(rows: list[FieldRow]) -> list[FieldRow]:
-    from gputrain.errors import GputrainError
-    from gputrain.planner import make_plan
-
     for row in rows:
-        try:
-            plan = make_plan(BASE, gpu=row.gpu, gpus_per_node=row.gpus, nodes=row.nodes, overrides=row.sets)
-        except GputrainError as exc:
-            row.refused = exc.message
+        if (plan := _plan(row)) is None:
             continue
         row.predicted = plan.estimate.step_seconds
         row.memory_gib = plan.estimate.memory_gib_per_gpu

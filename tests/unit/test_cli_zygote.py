@@ -41,12 +41,14 @@ def test_the_child_gets_exactly_the_callers_environment(tmp_path: Path) -> None:
     home = tmp_path / "elsewhere"
     env = {**os.environ, "GPUTRAIN_HOME": str(home)}
     assert gputrain("jobs", cwd=tmp_path, env=env).returncode == 0
-    assert (home / "jobs.db").exists() or any(home.iterdir())  # the registry went where the caller said
+    first = sorted(home.rglob("*"))
+    assert first  # the registry went where the caller said
     env.pop("GPUTRAIN_HOME")
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     env["HOME"] = str(tmp_path / "h")
     assert gputrain("jobs", cwd=tmp_path, env=env).returncode == 0
-    assert not any(home.glob("*x*")) and (tmp_path / "xdg").exists()  # nothing left over from the last call
+    assert sorted(home.rglob("*")) == first  # the last call's GPUTRAIN_HOME did not stay behind
+    assert any((tmp_path / "xdg").rglob("*"))  # this call's registry went under its XDG_DATA_HOME
 
 
 def test_limits_and_time_outs_reach_the_child(tmp_path: Path) -> None:
