@@ -92,7 +92,8 @@ def test_grpo_code_preempted_then_resumes(tmp_path: Path) -> None:
     _need_tools()
     from gputrain.planner import make_plan
 
-    sets = ["train.max_steps=8", "train.save_every=100", "train.eval_every=100"]
+    sets = ["train.max_steps=8", "train.save_every=100", "train.eval_every=100", "algorithm.num_generations=4",
+            "algorithm.eval_samples=2"]
     plan = make_plan(
         REPO / "recipes" / "grpo_code_mbpp.yaml", gpu="cpu", gpus_per_node=2, nodes=1, overrides=sets, target="local"
     )
