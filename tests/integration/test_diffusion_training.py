@@ -108,6 +108,10 @@ def test_hdp_reports_plan_and_execution_and_resumes(tmp_path: Path) -> None:
     assert second["steps"] == 30
     logged = [r["step"] for r in metrics(job) if "loss" in r]
     assert logged == [10, 20, 30]  # the resumed run continued at 21, it did not start over
+    # one short seed of HDP learning (issue 29): both halves start at ln(V) per token (zero-initialised head)
+    # and 30 steps cut each by 25 %, the resumed half included
+    for key in ("val_nelbo_plan", "val_nelbo_exec"):
+        assert second[key] <= 0.75 * second["ln_vocab"], (key, second)
 
 
 def worker_pids(parent: int) -> list[int]:
