@@ -48,7 +48,11 @@ CASES = {
                          (5, 6, 8), ("loss", "val_loss", "grad_norm"), ("best_val_loss", "best_step", "summary")),
     "bd3lm": Case("bd3lm_gsm8k.yaml", "gputrain.train.bd3lm",
                   ("data.train_size=64", "data.val_size=16", "train.max_steps=12", "train.log_every=1",
-                   "train.eval_every=6", "train.save_every=1000"),
+                   "train.eval_every=6", "train.save_every=1000",
+                   # an evaluation (and its clip search) before the stop, at its smallest: the resumed run must
+                   # carry what it chose; each full-size evaluation cost ~6 s per process
+                   "algorithm.eval_batches=1", "algorithm.clip_search_batches=1", "algorithm.clip_search_widths=[0.9]",
+                   "algorithm.num_samples=1"),
                   (8,), ("loss",), ()),
     "gdpo": Case("gdpo_deepscaler.yaml", "gputrain.train.gdpo",
                  ("data.train_size=64", "train.max_steps=8", "train.eval_every=4", "train.save_every=1000",
