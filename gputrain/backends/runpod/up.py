@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from gputrain.backends.runpod.owner import (
 )
 from gputrain.backends.runpod.pods import Pod, create_body, pod_name
 from gputrain.backends.runpod.remote import DETACH_SCRIPT, STATE
-from gputrain.backends.runpod.session import Outcome, PodRun, PodStartFailed, RunSettings
+from gputrain.backends.runpod.session import Outcome, PodRun, PodStartFailed, RunSettings, tell
 from gputrain.backends.runpod.ssh import PodShell, ensure_key
 from gputrain.errors import RunPodError, RunPodUsageError
 from gputrain.recipe.schema import GENERATED_DATA_ONLY
@@ -92,7 +91,7 @@ class Up:
         (the CLI asks on a terminal, or requires ``--yes``); None: no question (the Python API)."""
         self.opts = opts
         self.confirm = confirm
-        self.say = say or (lambda msg: print(f"gputrain: {msg}", file=sys.stderr, flush=True))
+        self.say = say or tell
         self.run_id = new_run_id()
         self.pod_run: PodRun | None = None
         self.deadline = time.monotonic()
