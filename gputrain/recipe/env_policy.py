@@ -55,6 +55,14 @@ DENIED_NAMES = frozenset({
 #: stay the user's to set in their own environment, never a recipe's.
 POWER_RE = re.compile(r"ENDPOINT|URL|PROXY|PLUGIN|EXECUTABLE|(?:_|\A)(?:FILE|PATHS?)(?:_|\Z)")
 
+#: Variables that set how the job's shell, dynamic loader or interpreter behave, or gputrain's own switches
+#: (the sandbox's opt-outs among them). A recipe may not set them, nor name them under ``secrets:``: a secret
+#: is a value the job reads by name, and forwarding the launching user's own ``GPUTRAIN_SANDBOX_ALLOW_WEAK``
+#: or ``LD_PRELOAD`` to a pod would let a recipe choose them there.
+RUNTIME_SWITCH_RE = re.compile(
+    r"\A(?:GPUTRAIN_|LD_|DYLD_|PYTHON|BASH|SHELL|(?:ENV|PATH|IFS|HOME|TMPDIR|PS4|PROMPT_COMMAND|CDPATH|GLOBIGNORE"
+    r"|PERL5OPT|NODE_OPTIONS|RUBYOPT)\Z)")
+
 _NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 

@@ -20,7 +20,7 @@ from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
 from gputrain.recipe.algorithms.grpo import GDPOAlgorithm, GRPOAlgorithm
 from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
-from gputrain.recipe.env_policy import check_env_name
+from gputrain.recipe.env_policy import RUNTIME_SWITCH_RE, check_env_name
 
 #: The ``algorithm:`` settings of any entrypoint; which one a recipe holds is decided by its entrypoint
 #: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
@@ -285,11 +285,19 @@ class Recipe(Strict):
             if is_launcher_credential(name):
                 raise ValueError(f"secret {name} is a credential of the launching machine; a recipe may not "
                                  "forward it to a job")
+            if is_runtime_switch(name):
+                raise ValueError(f"secret {name} is a switch of the shell, loader, interpreter or gputrain, not a "
+                                 "secret; a recipe may not forward it to a job")
         return value
 
 
 def is_launcher_credential(name: str) -> bool:
     return name in LAUNCHER_CREDENTIALS or name.startswith(LAUNCHER_CREDENTIAL_PREFIXES)
+
+
+def is_runtime_switch(name: str) -> bool:
+    """A variable of the shell, loader, interpreter or gputrain itself: never a secret to forward."""
+    return bool(RUNTIME_SWITCH_RE.match(name))
 
 
 def algorithm_model(entrypoint: str) -> type[BaseModel]:

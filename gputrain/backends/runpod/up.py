@@ -44,9 +44,9 @@ from gputrain.recipe.schema import GENERATED_DATA_ONLY
 def forwarded_secrets(requested: list[str]) -> list[str]:
     """The recipe's secrets that go to the pod: set here, and never a credential of this machine (the
     recipe schema refuses those too; a plan.json edited by hand must not get around it)."""
-    from gputrain.recipe.schema import is_launcher_credential
+    from gputrain.recipe.schema import is_launcher_credential, is_runtime_switch
 
-    return [n for n in requested if n in os.environ and not is_launcher_credential(n)]
+    return [n for n in requested if n in os.environ and not is_launcher_credential(n) and not is_runtime_switch(n)]
 
 
 @dataclass
