@@ -71,3 +71,16 @@ def test_an_api_error_detail_cannot_drive_the_terminal(fake: FakeRunPod) -> None
     message = str(info.value)
     assert "bad request" in message
     assert not ACTS.findall(message), message
+
+
+@pytest.mark.parametrize(("field", "value"), [("createdAt", 1732600000), ("createdAt", {"t": 1}),
+                                              ("cloud", ["SECURE"]), ("dataCenterId", 7)])
+def test_an_api_field_of_the_wrong_type_is_one_line_not_a_traceback(fake: FakeRunPod, field: str,
+                                                                     value: object) -> None:
+    pod_id = _hostile_pod(fake)
+    with fake.lock:
+        fake.pods[pod_id][field] = value
+    result = CliRunner().invoke(app, ["status", pod_id])
+    assert isinstance(result.exception, RunPodError), repr(result.exception)
+    message = str(result.exception)
+    assert field in message and "\n" not in message, message
