@@ -84,6 +84,21 @@ def allowed_summary() -> str:
                       "CUDA_*/TORCH_* debug switches (see gputrain/recipe/env_policy.py)"])
 
 
+#: RunPod replaces ``{{ RUNPOD_SECRET_name }}`` in a pod's env values with the account's stored secret when the
+#: pod boots: in a recipe value it would pull the user's secret into the job's environment (and, through a
+#: knob that a library logs, into the log). Secrets come from ``secrets:`` by name, nowhere else.
+_PLATFORM_REFERENCE_RE = re.compile(r"\{\{|\}\}")
+
+
+def check_env_value(value: str) -> str:
+    """``value`` if a recipe may export it; ValueError (one line) for a platform secret reference."""
+    if _PLATFORM_REFERENCE_RE.search(value):
+        raise ValueError("a recipe value may not hold '{{ ... }}': RunPod would replace a "
+                         "{{ RUNPOD_SECRET_... }} reference with your stored secret; list secrets by name under "
+                         "secrets instead")
+    return value
+
+
 def check_env_name(name: str) -> str:
     """``name`` if a recipe may set it; ValueError (one line, naming it) otherwise."""
     if not _NAME_RE.match(name):

@@ -86,3 +86,14 @@ def test_the_tuning_knobs_next_to_them_stay_allowed() -> None:
                  "WANDB_MODE", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
                  "TORCH_NCCL_ASYNC_ERROR_HANDLING"):
         assert env_name_allowed(name), name
+
+
+@pytest.mark.parametrize("value", ["{{ RUNPOD_SECRET_aws_key }}", "eth0{{RUNPOD_SECRET_db}}"])
+def test_a_recipe_value_cannot_pull_a_platform_secret_into_the_pod(tmp_path: Path, value: str) -> None:
+    """RunPod replaces ``{{ RUNPOD_SECRET_name }}`` in a pod's env values with the account's stored secret
+    at boot (docs.runpod.io, "Manage secrets"): a recipe's ``env`` value would put the user's secret into
+    the pod's environment, where ``NCCL_DEBUG=INFO`` prints ``NCCL_SOCKET_IFNAME``'s value into the log."""
+    path = _recipe_with_env(tmp_path, {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": value})
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert "NCCL_SOCKET_IFNAME" in str(info.value) and "\n" not in str(info.value)
