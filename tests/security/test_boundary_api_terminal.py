@@ -84,3 +84,18 @@ def test_an_api_field_of_the_wrong_type_is_one_line_not_a_traceback(fake: FakeRu
     assert isinstance(result.exception, RunPodError), repr(result.exception)
     message = str(result.exception)
     assert field in message and "\n" not in message, message
+
+
+def test_a_deeply_nested_api_answer_is_one_line_not_a_traceback(fake: FakeRunPod) -> None:
+    """A hostile API answers with JSON nested 100 000 deep (the parser's recursion limit): the list, the
+    pod lookups and the container log must fail in one line, never with a RecursionError traceback."""
+    deep = "[" * 100_000 + "]" * 100_000
+    fake.fail_next("GET", "/v2/pods", 200, raw=deep, content_type="application/json")
+    with RunPodClient(KEY, fake.base_url, max_attempts=1) as client, pytest.raises(RunPodError) as info:
+        client.list_pods()
+    assert "\n" not in str(info.value)
+    pod_id = _hostile_pod(fake)
+    fake.fail_next("GET", f"/v2/pods/{pod_id}/logs", 200, raw=f"data: {{\"line\": {deep}}}\n\n",
+                   content_type="text/event-stream")
+    with RunPodClient(KEY, fake.base_url, max_attempts=1) as client:
+        assert client.pod_logs(pod_id, idle_s=0.5) == []
