@@ -26,7 +26,7 @@ from gputrain.errors import RunPodError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from runpod_fake import LoopbackSshd
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration  # a real sshd: about 1.5 s
 TOKEN = "hf_CANARY_pod_echo_5b8e1f"
 OTHER = "wandb secret with spaces 'and quotes'"
 
