@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 
 WORLD_ERROR = 1
 USER_ERROR = 2
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+#: C0, DEL and C1 (U+0080-U+009F: a terminal takes U+009B as CSI and U+009D as OSC, as ESC [ and ESC ]).
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def visible(text: str) -> str:

@@ -212,9 +212,10 @@ def list_pods(
       gputrain runpod list --all
     """
     from gputrain.backends.runpod.manage import list_rows
+    from gputrain.logs.display import terminal_safe
 
     for row in list_rows(include_foreign=all_):
-        print(row)
+        print(terminal_safe(row))  # pod names, states and GPU ids come from the API
 
 
 @app.command()
@@ -226,9 +227,10 @@ def status(name: str = typer.Argument(..., help="pod name (job id) or pod id")) 
       gputrain runpod status gputrain-gnn-coloring-b200x8
     """
     from gputrain.backends.runpod.manage import status_lines
+    from gputrain.logs.display import terminal_safe
 
     for line in status_lines(name):
-        print(line)
+        print(terminal_safe(line))
 
 
 @app.command()
@@ -251,8 +253,10 @@ def down(
 
     if all_ == (name is not None):
         raise RunPodUsageError("give a pod NAME or --all (not both)")
+    from gputrain.logs.display import terminal_safe
+
     for line in down_all() if all_ else down_one(str(name)):
-        print(line)
+        print(terminal_safe(line))
 
 
 @app.command()

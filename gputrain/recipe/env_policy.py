@@ -46,6 +46,23 @@ DENIED_NAMES = frozenset({
     "HF_DATASETS_TRUST_REMOTE_CODE",  # `datasets` runs a repository's loading script when set
 })
 
+#: What makes a library variable more than a tuning knob, wherever the library puts it in the name: where
+#: the client sends the user's credentials (``HF_ENDPOINT`` gets the hub token as a Bearer header,
+#: ``WANDB_BASE_URL`` the W&B key, a ``*_PROXY`` sees the traffic), a shared library it loads
+#: (``NCCL_NET_PLUGIN`` and its siblings take a path and ``dlopen`` it in every rank), a program it runs
+#: (``*_EXECUTABLE``), or a file it reads settings from or writes to (``NCCL_CONF_FILE``,
+#: ``NCCL_DEBUG_FILE``, ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``: a recipe could truncate ``~/.bashrc``). These
+#: stay the user's to set in their own environment, never a recipe's.
+POWER_RE = re.compile(r"ENDPOINT|URL|PROXY|PLUGIN|EXECUTABLE|(?:_|\A)(?:FILE|PATHS?)(?:_|\Z)")
+
+#: Variables that set how the job's shell, dynamic loader or interpreter behave, or gputrain's own switches
+#: (the sandbox's opt-outs among them). A recipe may not set them, nor name them under ``secrets:``: a secret
+#: is a value the job reads by name, and forwarding the launching user's own ``GPUTRAIN_SANDBOX_ALLOW_WEAK``
+#: or ``LD_PRELOAD`` to a pod would let a recipe choose them there.
+RUNTIME_SWITCH_RE = re.compile(
+    r"\A(?:GPUTRAIN_|LD_|DYLD_|PYTHON|BASH|SHELL|(?:ENV|PATH|IFS|HOME|TMPDIR|PS4|PROMPT_COMMAND|CDPATH|GLOBIGNORE"
+    r"|PERL5OPT|NODE_OPTIONS|RUBYOPT)\Z)")
+
 _NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 
@@ -53,6 +70,10 @@ _SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", r
 def env_name_allowed(name: str) -> bool:
     """May a recipe export ``name`` to its job?"""
     if name in DENIED_NAMES:
+        return False
+    if name.startswith("RECIPE_"):  # nothing gputrain runs reads these: no library gives them power
+        return True
+    if POWER_RE.search(name):
         return False
     return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
 
@@ -63,6 +84,21 @@ def allowed_summary() -> str:
                       "CUDA_*/TORCH_* debug switches (see gputrain/recipe/env_policy.py)"])
 
 
+#: RunPod replaces ``{{ RUNPOD_SECRET_name }}`` in a pod's env values with the account's stored secret when the
+#: pod boots: in a recipe value it would pull the user's secret into the job's environment (and, through a
+#: knob that a library logs, into the log). Secrets come from ``secrets:`` by name, nowhere else.
+_PLATFORM_REFERENCE_RE = re.compile(r"\{\{|\}\}")
+
+
+def check_env_value(value: str) -> str:
+    """``value`` if a recipe may export it; ValueError (one line) for a platform secret reference."""
+    if _PLATFORM_REFERENCE_RE.search(value):
+        raise ValueError("a recipe value may not hold '{{ ... }}': RunPod would replace a "
+                         "{{ RUNPOD_SECRET_... }} reference with your stored secret; list secrets by name under "
+                         "secrets instead")
+    return value
+
+
 def check_env_name(name: str) -> str:
     """``name`` if a recipe may set it; ValueError (one line, naming it) otherwise."""
     if not _NAME_RE.match(name):
@@ -70,6 +106,9 @@ def check_env_name(name: str) -> str:
     if _SECRET_HINT_RE.search(name):
         raise ValueError(f"env {name!r} looks like a secret: list its name under secrets instead")
     if not env_name_allowed(name):
+        if name not in DENIED_NAMES and POWER_RE.search(name):
+            raise ValueError(f"a recipe may not set {name}: it chooses where credentials are sent or which code or "
+                             "files a library loads or writes; set it in your own environment if you mean it")
         raise ValueError(f"a recipe may not set {name} (a recipe is data; variables read by the shell, loader, "
                          f"interpreter or sandbox are refused); allowed: {allowed_summary()}")
     return name

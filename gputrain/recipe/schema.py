@@ -20,7 +20,7 @@ from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
 from gputrain.recipe.algorithms.grpo import GDPOAlgorithm, GRPOAlgorithm
 from gputrain.recipe.algorithms.selftest import SelftestAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
-from gputrain.recipe.env_policy import check_env_name
+from gputrain.recipe.env_policy import RUNTIME_SWITCH_RE, check_env_name, check_env_value
 
 #: The ``algorithm:`` settings of any entrypoint; which one a recipe holds is decided by its entrypoint
 #: (``ENTRYPOINTS[...].algorithm``), never by trying the members in turn.
@@ -226,7 +226,7 @@ class Recipe(Strict):
     memory: MemorySpec = Field(default_factory=MemorySpec)
     distributed: DistributedSpec = Field(default_factory=DistributedSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
-    env: dict[Annotated[str, AfterValidator(check_env_name)], str] = Field(
+    env: dict[Annotated[str, AfterValidator(check_env_name)], Annotated[str, AfterValidator(check_env_value)]] = Field(
         default_factory=dict, description="variables exported to the job: library knobs only "
         "(gputrain.recipe.env_policy)")
     secrets: list[str] = Field(default_factory=list)
@@ -285,11 +285,19 @@ class Recipe(Strict):
             if is_launcher_credential(name):
                 raise ValueError(f"secret {name} is a credential of the launching machine; a recipe may not "
                                  "forward it to a job")
+            if is_runtime_switch(name):
+                raise ValueError(f"secret {name} is a switch of the shell, loader, interpreter or gputrain, not a "
+                                 "secret; a recipe may not forward it to a job")
         return value
 
 
 def is_launcher_credential(name: str) -> bool:
     return name in LAUNCHER_CREDENTIALS or name.startswith(LAUNCHER_CREDENTIAL_PREFIXES)
+
+
+def is_runtime_switch(name: str) -> bool:
+    """A variable of the shell, loader, interpreter or gputrain itself: never a secret to forward."""
+    return bool(RUNTIME_SWITCH_RE.match(name))
 
 
 def algorithm_model(entrypoint: str) -> type[BaseModel]:

@@ -414,8 +414,9 @@ class LoopbackSshd:
     """Debian's sshd on 127.0.0.1:<free port> with a throw-away host key; logs in as the current user with
     whatever keys ``authorize`` was given. ``SetEnv PATH`` puts this interpreter first, as an image would."""
 
-    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, env: dict[str, str] | None = None, extra_config: str = "") -> None:
         self.root = root
+        self.extra_config = extra_config  # more sshd_config lines (a hostile image: ``ForceCommand ...``)
         self.user = getpass.getuser()
         self.authorized = root / "authorized_keys"
         self.port = _free_port()
@@ -440,7 +441,7 @@ class LoopbackSshd:
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {self.root}/sshd.pid\n"
             f"AuthorizedKeysFile {self.authorized}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
             f"KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSetEnv {setenv}\n"
-            f"Subsystem sftp internal-sftp\nLogLevel ERROR\n"
+            f"Subsystem sftp internal-sftp\nLogLevel ERROR\n{self.extra_config}"
         )
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         with open(self.root / "sshd.log", "w") as log:

@@ -217,7 +217,7 @@ class RunPodClient:
                 self._raise(response, "create pod")
             try:
                 data = response.json()
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
                 return self._recover_lost_create(name, f"the answer was {_gist(response.text) or 'empty'}, "
                                                        "not JSON")
             return _pod(data, "create pod")
@@ -280,7 +280,7 @@ class RunPodClient:
                         continue
                     try:
                         lines.append(str(json.loads(raw[5:].strip()).get("line", "")))
-                    except (ValueError, AttributeError):
+                    except (ValueError, AttributeError, RecursionError):
                         continue
                     if len(lines) >= tail:
                         break
@@ -299,7 +299,7 @@ class RunPodClient:
             return {}
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
             raise RunPodError(f"RunPod API {what}: the answer ({response.status_code}) was "
                               f"{_gist(response.text) or 'empty'}, not JSON; try again later") from None
         if not isinstance(data, dict):
@@ -352,7 +352,7 @@ class RunPodClient:
     def _raise(self, response: httpx.Response, what: str) -> None:
         try:
             body: Any = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
             body = response.text
         message = problem_message(response.status_code, body, what)
         if response.status_code == 401:

@@ -9,14 +9,13 @@ was started with ``--keep``). While the original ``up`` is still alive, attach o
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputrain.backends.runpod.owner import PodLock
-from gputrain.backends.runpod.session import Outcome, PodRun, RunSettings
+from gputrain.backends.runpod.session import Outcome, PodRun, RunSettings, tell
 from gputrain.contract import jobstate
 from gputrain.errors import RunPodError, RunPodUsageError
 
@@ -43,7 +42,7 @@ def attach(ref: str, settings: RunSettings, say: Callable[[str], None] | None = 
     if record is None or record.backend != "runpod":
         raise RunPodUsageError(f"no RunPod run {ref!r} known to gputrain (see `gputrain runpod list`)")
     name = record.job_id
-    say = say or (lambda msg: print(f"gputrain: {msg}", file=sys.stderr, flush=True))
+    say = say or tell
     lock = PodLock(name)
     if not lock.acquire(str(record.extra.get("run_id", ""))):
         holder = lock.holder() or {}

@@ -84,17 +84,17 @@ class Pod:
         env = data.get("env")
         owner = env.get("GPUTRAIN_OWNER") if isinstance(env, dict) else None
         return cls(
-            id=str(data.get("id", "")),
-            name=str(data.get("name", "")),
-            status=str(data.get("status", "UNKNOWN")),
+            id=_text(data.get("id"), "id") or "",
+            name=_text(data.get("name"), "name") or "",
+            status=_text(data.get("status"), "status") or "UNKNOWN",
             cost_per_hour=_number(data.get("cost"), "cost", float),
-            gpu_id=gpu.get("id"),
+            gpu_id=_text(gpu.get("id"), "gpu.id"),
             gpu_count=int(_number(gpu.get("count"), "gpu.count", int)),
-            cloud=data.get("cloud"),
-            data_center=data.get("dataCenterId"),
+            cloud=_text(data.get("cloud"), "cloud"),
+            data_center=_text(data.get("dataCenterId"), "dataCenterId"),
             ssh_direct=endpoint,
-            created_at=data.get("createdAt"),
-            started_at=data.get("startedAt"),
+            created_at=_text(data.get("createdAt"), "createdAt"),
+            started_at=_text(data.get("startedAt"), "startedAt"),
             ssh_problem=problem,
             owner=str(owner)[:200] if owner else None,
             volume_path=_volume_path(data.get("mounts")),
@@ -103,6 +103,14 @@ class Pod:
     @property
     def ready_for_ssh(self) -> bool:
         return self.status == "RUNNING" and self.ssh_direct is not None
+
+
+def _text(value: Any, field: str) -> str | None:
+    """A text field of an API answer (None when absent); another type (a ``createdAt`` of ``1732600000``)
+    names the field instead of failing later, in the billing or in a URL."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"field '{field}' is {str(value)[:40]!r}, not text")
 
 
 def _number(value: Any, field: str, kind: type[float] | type[int]) -> float:

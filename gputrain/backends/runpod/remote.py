@@ -47,6 +47,28 @@ echo "$rc" > "$state/exit_code.tmp" && mv "$state/exit_code.tmp" "$state/exit_co
 _STATUS_RE = re.compile(r"\A(?P<code>-?\d{1,4}|none) (?P<alive>alive|gone|unstarted)\s*\Z")
 
 
+def mask_values(text: str, exports: str) -> str:
+    """``text`` (what the pod said back) with each value of the ``NAME=value`` lines in ``exports`` replaced
+    by ``***``, as sent (shell-quoted) and as the shell sees it.
+
+    The pod got the secrets to run the training; it must not get them written into the launcher's terminal,
+    ``runpod.json`` or the registry by echoing its input into an error (an image with ``set -v``, or a
+    hostile one). Values shorter than 4 characters are not masked (they would blank out the message)."""
+    forms: set[str] = set()
+    for line in exports.splitlines():
+        _, sep, quoted = line.partition("=")
+        if not sep:
+            continue
+        forms.add(quoted)
+        try:
+            forms.update(shlex.split(quoted))
+        except ValueError:
+            pass
+    for form in sorted((f for f in forms if len(f) >= 4), key=len, reverse=True):
+        text = text.replace(form, "***")
+    return text
+
+
 class RemoteRun:
     """One detached training in ``remote`` on the pod behind ``shell``."""
 
@@ -73,7 +95,8 @@ class RemoteRun:
         if rc != 0:
             from gputrain.errors import RunPodError
 
-            raise RunPodError(f"could not start the training on the pod (exit {rc}): {' '.join(lines)[:200]}")
+            said = mask_values(" ".join(lines), exports)
+            raise RunPodError(f"could not start the training on the pod (exit {rc}): {said[:200]}")
 
     def follow(self, on_chunk: Callable[[bytes], None]) -> int:
         """Pass on ``run.out`` from :attr:`offset` until the detach script exits; return ssh's code (0 when

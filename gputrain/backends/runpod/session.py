@@ -45,6 +45,14 @@ if TYPE_CHECKING:
     from gputrain.registry.store import JobRegistry
 
 
+def tell(msg: str) -> None:
+    """A progress line on stderr. It quotes pod ids, states and names from the RunPod API: shown with their
+    control characters made visible, never acted on by the terminal."""
+    from gputrain.logs.display import terminal_safe
+
+    print(f"gputrain: {terminal_safe(msg)}", file=sys.stderr, flush=True)
+
+
 def echo_lines(data: bytes, out: TextIO) -> bytes:
     """Write the complete lines of ``data`` (the pod's output) to ``out`` through the one terminal filter
     (:func:`gputrain.logs.follow.display_line`: a pod's escape sequences are shown, never acted on);
@@ -111,7 +119,7 @@ class PodRun:
         self.job_dir = job_dir
         self.remote = remote
         self.settings = settings
-        self.say = say or (lambda msg: print(f"gputrain: {msg}", file=sys.stderr, flush=True))
+        self.say = say or tell
         self.pod: Pod | None = None
         self.shell: PodShell | None = None
         self.training: RemoteRun | None = None

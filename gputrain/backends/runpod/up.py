@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from gputrain.backends.runpod.owner import (
 )
 from gputrain.backends.runpod.pods import Pod, create_body, pod_name
 from gputrain.backends.runpod.remote import DETACH_SCRIPT, STATE
-from gputrain.backends.runpod.session import Outcome, PodRun, PodStartFailed, RunSettings
+from gputrain.backends.runpod.session import Outcome, PodRun, PodStartFailed, RunSettings, tell
 from gputrain.backends.runpod.ssh import PodShell, ensure_key
 from gputrain.errors import RunPodError, RunPodUsageError
 from gputrain.recipe.schema import GENERATED_DATA_ONLY
@@ -45,9 +44,9 @@ from gputrain.recipe.schema import GENERATED_DATA_ONLY
 def forwarded_secrets(requested: list[str]) -> list[str]:
     """The recipe's secrets that go to the pod: set here, and never a credential of this machine (the
     recipe schema refuses those too; a plan.json edited by hand must not get around it)."""
-    from gputrain.recipe.schema import is_launcher_credential
+    from gputrain.recipe.schema import is_launcher_credential, is_runtime_switch
 
-    return [n for n in requested if n in os.environ and not is_launcher_credential(n)]
+    return [n for n in requested if n in os.environ and not is_launcher_credential(n) and not is_runtime_switch(n)]
 
 
 @dataclass
@@ -92,7 +91,7 @@ class Up:
         (the CLI asks on a terminal, or requires ``--yes``); None: no question (the Python API)."""
         self.opts = opts
         self.confirm = confirm
-        self.say = say or (lambda msg: print(f"gputrain: {msg}", file=sys.stderr, flush=True))
+        self.say = say or tell
         self.run_id = new_run_id()
         self.pod_run: PodRun | None = None
         self.deadline = time.monotonic()

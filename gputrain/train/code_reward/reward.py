@@ -66,9 +66,10 @@ def score_completions_detailed(
         if not syntax_ok(program):
             keys.append(None)
             continue
-        key = (program, task["setup_code"], task["judge_prelude"], *task["tests"])
+        key = (program, task["setup_code"], task["judge_prelude"], task["entry_point"], *task["tests"])
         keys.append(key)
-        unique.setdefault(key, Job(program, task["tests"], task["setup_code"], task["judge_prelude"]))
+        unique.setdefault(key, Job(program, task["tests"], task["setup_code"], task["judge_prelude"],
+                                   task["entry_point"]))
     results: dict[tuple[str, ...], ProgramResult] = dict(
         zip(unique, pool.map(list(unique.values())), strict=True)
     )

@@ -56,6 +56,23 @@ def called_function(test: str) -> str:
     return ""
 
 
+def entry_from_reference(reference: str, test: str) -> str:
+    """The first function ``test`` calls that ``reference`` defines at top level ("" if none).
+
+    Unlike :func:`called_function` it finds a function named like a builtin (``def sum(xs)``): the task's
+    function is the program's whatever its name, and the judge must call the program's, not the builtin."""
+    try:
+        defined = {node.name for node in ast.parse(reference).body
+                   if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+        tree = ast.parse(test)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in defined:
+            return node.func.id
+    return ""
+
+
 def _setup(raw: dict[str, Any]) -> str:
     parts = [str(raw.get("setup_code", raw.get("test_setup_code", "")) or "")]
     imports = raw.get("test_imports") or []
@@ -75,16 +92,18 @@ def normalize_task(raw: dict[str, Any], where: str = "task") -> CodeTask:
         raise GputrainError(f"{where}: 'test_imports' must be a list of strings")
     if not isinstance(text, str):
         raise GputrainError(f"{where}: 'text' must be a string")
+    reference = str(raw.get("reference", raw.get("code", "")) or "")
     return CodeTask(
         task_id=str(raw.get("task_id", where)),
         text=text,
         tests=list(tests),
         setup_code=_setup(raw),
-        reference=str(raw.get("reference", raw.get("code", "")) or ""),
+        reference=reference,
         shown_test=str(raw.get("shown_test", tests[0])),
         prompt_code=str(raw.get("prompt_code", "") or ""),
         judge_prelude=str(raw.get("judge_prelude", "") or ""),
-        entry_point=str(raw.get("entry_point") or called_function(tests[0])),
+        entry_point=str(raw.get("entry_point") or entry_from_reference(reference, tests[0])
+                        or called_function(tests[0])),
     )
 
 

@@ -67,8 +67,8 @@ class _Run:
     row that patched its judge, a program's leftovers) can reach another's."""
 
     def __init__(self, program: str, setup_code: str, prelude: str, limits: SandboxLimits,
-                 isolation: Isolation) -> None:
-        self.program, self.setup, self.prelude = program, setup_code, prelude
+                 isolation: Isolation, entry_point: str = "") -> None:
+        self.program, self.setup, self.prelude, self.entry = program, setup_code, prelude, entry_point
         self.limits, self.isolation = limits, isolation
         self.deadline = time.monotonic() + limits.wall_seconds
         self.proc: SandboxProcess | None = None
@@ -142,7 +142,8 @@ class _Run:
         test_deadline = time.monotonic() + budget
         try:
             judge = self.ensure_judge()
-            judge.send({"test": test, "names": self.names, "setup": self.setup, "prelude": self.prelude},
+            judge.send({"test": test, "names": self.names, "setup": self.setup, "prelude": self.prelude,
+                        "entry": self.entry},
                        max(0.0, test_deadline - time.monotonic()) + 0.05)
             while True:
                 msg = judge.receive(max(0.0, test_deadline - time.monotonic()) + 0.05)
@@ -178,10 +179,14 @@ def run_tests(
     *,
     setup_code: str = "",
     judge_prelude: str = "",
+    entry_point: str = "",
     limits: SandboxLimits | None = None,
     isolation: Isolation,
 ) -> ProgramResult:
     """Run ``program`` once, then each test against it in a separate judge sandbox.
+
+    ``entry_point`` names the function the tests call: the judge calls the program's under that name even
+    when it is a builtin's (``sum``), where other builtin names stay the judge's own.
 
     Raises :class:`SandboxError` when a confinement layer fails to apply (never runs the code unconfined):
     only the child's own setup, before any untrusted code ran, can report that. Once the wall budget is
@@ -189,7 +194,7 @@ def run_tests(
     """
     limits = limits or SandboxLimits()
     started = time.monotonic()
-    run = _Run(program, setup_code, judge_prelude, limits, isolation)
+    run = _Run(program, setup_code, judge_prelude, limits, isolation, entry_point)
     outcomes: list[TestOutcome] = []
     try:
         for i, test in enumerate(tests):

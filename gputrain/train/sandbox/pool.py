@@ -37,6 +37,8 @@ class Job:
     tests: Sequence[str]
     setup_code: str = ""
     judge_prelude: str = ""
+    entry_point: str = ""
+    """The function the tests call: always the program's, even when it is named like a builtin."""
 
 
 @dataclass
@@ -76,7 +78,7 @@ class SandboxPool:
         try:
             return run_tests(
                 job.program, list(job.tests), setup_code=job.setup_code, judge_prelude=job.judge_prelude,
-                limits=self.limits, isolation=self._isolation(uid),
+                entry_point=job.entry_point, limits=self.limits, isolation=self._isolation(uid),
             )
         except SandboxError:
             raise

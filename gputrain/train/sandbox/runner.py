@@ -114,7 +114,7 @@ def serve_judge(cfg: dict[str, Any], rin: Any, out_fd: int) -> None:
     for line in rin:
         req = json.loads(line)
         status, reason = verdict.run_test(req["test"], link, req["names"], req.get("setup", cfg["setup"]),
-                                          req.get("prelude", cfg["prelude"]))
+                                          req.get("prelude", cfg["prelude"]), req.get("entry", ""))
         _flush()
         send({"verdict": [status, reason]})
 

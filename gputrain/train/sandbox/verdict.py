@@ -146,10 +146,17 @@ def prelude_stubs(prelude: str) -> frozenset[str]:
     )
 
 
-def run_test(test: str, link: Link, names: list[str], setup_code: str, prelude: str) -> tuple[str, str]:
-    """(status, reason) of one test: passed, failed, timed_out or crashed."""
+def run_test(test: str, link: Link, names: list[str], setup_code: str, prelude: str,
+             entry: str = "") -> tuple[str, str]:
+    """(status, reason) of one test: passed, failed, timed_out or crashed.
+
+    Builtin names stay the judge's (a program must not replace the ``len`` a test uses), except ``entry``,
+    the task's own function: a task named ``sum`` tests the program's ``sum``, never the builtin (which
+    would pass any program), and a program that does not define it fails."""
     session = Session(link)
     proxies = {n: Proxy(session, n) for n in names if isinstance(n, str) and not hasattr(builtins, n)}
+    if isinstance(entry, str) and entry.isidentifier() and not entry.startswith("__"):
+        proxies[entry] = Proxy(session, entry)
     namespace: dict[str, Any] = {"__name__": "__judge__", **proxies}
     try:
         exec(compile(setup_code, "<setup>", "exec"), namespace)
