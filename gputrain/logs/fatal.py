@@ -10,7 +10,16 @@ Every line of the log's tail is first stripped of what launchers, loggers and vi
 - what a scheduler or launcher says about the job (``*** JOB 12 ON n1 CANCELLED AT … DUE TO TIME LIMIT ***``,
   ``Detected 1 oom-kill event``, ``srun: error: n1: task 0: Killed``, torchrun's ``failed (exitcode: -9)
   local_rank: 3`` and its "Root Cause" box, PBS/LSF limits, the shell's ``Killed``, a segfault), NCCL watchdog
-  timeouts, vLLM's ``EngineCore encountered a fatal error``.
+  timeouts, vLLM's ``EngineCore encountered a fatal error``;
+- a CUDA fault wherever a line reports it (a logger's ``<class 'RuntimeError'> … - CUDA error: an illegal memory
+  access``, a kernel's ``Assertion `srcIndex < srcSelectDimSize` failed.`` printed onto a progress bar, the NCCL
+  watchdog's ``terminated with exception: CUDA error: uncorrectable ECC error``), an exception quoted inside another
+  message (``raised the following async exception: NCCL error: …``), a framework's word that a worker died.
+
+Kinds come from words, checked in this order: a full disk (``No space left on device``, ``Disk quota exceeded``,
+``file write failed``: TensorFlow reports a full disk as ``ResourceExhaustedError``, which is not memory), a GPU
+hardware fault (ECC, Xid, "fallen off the bus"), a CUDA kernel fault (illegal memory access, device-side assert),
+then out of memory.
 
 An exception that is the echo of another rank's failure (gloo "Connection closed by peer", SIGTERM sent by the
 launcher, ``ChildFailedError``, accelerate's ``CalledProcessError``, vLLM's ``EngineDeadError`` "see above") is a
@@ -59,6 +68,22 @@ _CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal i
 _CONSEQUENCES = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "SIGTERM",
                  "See stack trace (above)", "returned non-zero exit status", "terminate called")
 _CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError")
+#: A message that sends the reader to an earlier error ("Please inspect the previous error messages for a cause")
+#: is an echo; what it lists as possible causes ("an error such as OOM") is no evidence of one.
+_POINTS_BACK_RE = re.compile(r"\b(?:see|inspect|check)\b[^.]{0,40}?\b(?:above|previous|earlier)\b", re.IGNORECASE)
+_DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|\bENOSPC\b|StorageFull|"
+                      r"file write failed", re.IGNORECASE)
+_GPU_HARDWARE_RE = re.compile(r"\bECC error|ECC_UNCORRECTABLE|fallen off the bus|\bXid\b", re.IGNORECASE)
+_CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert|misaligned address|unspecified launch failure|"
+                            r"illegal instruction was encountered|cudaErrorIllegalAddress", re.IGNORECASE)
+#: Where a line reports a CUDA fault outside an exception line (a logger's own format, a kernel's assert).
+_CUDA_IN_LINE_RE = re.compile(r"CUDA error: .*|CUDA_ERROR_\w+.*|\bcudaError\w+.*")
+_ASSERT_RE = re.compile(r"Assertion `[^`]{1,200}`(?: failed\.?)?")
+#: "… raised the following async exception: NCCL error: …", "… terminated with exception: …".
+_QUOTED_EXC_RE = re.compile(r"\bexception: (?P<message>\S.*)$", re.IGNORECASE)
+#: A framework's word that a worker process died (Ray: "A worker died or was killed while executing a task").
+_DIED_RE = re.compile(r"\b(?:worker|process|actor)\b[^.]{0,40}?\b(?:died|was killed|exited unexpectedly)\b",
+                      re.IGNORECASE)
 OOM_KINDS = ("cuda_oom", "device_oom", "host_oom")
 
 
@@ -67,7 +92,8 @@ class Fatal:
     """One event that can end a job, with where it was seen (line index in the text read)."""
 
     kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
-    #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code
+    #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code, disk_full, gpu_hardware, cuda_error,
+    #            process_died
     headline: str
     line: int
     rank: int | None = None
@@ -85,10 +111,17 @@ _OOM_RE = re.compile(r"out of memory|OutOfMemory|\bOOM\b|ResourceExhausted|RESOU
 _HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory")
 
 
-def _kind_of(name: str, message: str) -> str:
+def _kind_of(name: str, message: str, echo: bool = False) -> str:
     """The cause an exception shows, from words every framework uses (out of memory, allocate, OOM, loss
-    scale), not from one library's message: CUDA's, XLA's, TensorFlow's and Paddle's OOMs all read as OOM."""
-    text = f"{name}: {message}"
+    scale), not from one library's message: CUDA's, XLA's, TensorFlow's and Paddle's OOMs all read as OOM.
+    An ``echo`` (a message that points back to an earlier error) is read by its name only."""
+    text = f"{name}: {message}" if not echo else name
+    if _DISK_RE.search(text):
+        return "disk_full"
+    if _GPU_HARDWARE_RE.search(text):
+        return "gpu_hardware"
+    if _CUDA_FAULT_RE.search(text):
+        return "cuda_error"
     if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
         return "fp16_overflow"
     if "EngineDeadError" in name:
@@ -111,8 +144,9 @@ def _exception(index: int, rank: int | None, text: str, following: str) -> Fatal
     name, message = match.group("name"), (match.group("message") or "").strip()
     if not message and following and not following.startswith(("Traceback", "File ", " ")):
         message = following.strip()  # "torch.OutOfMemoryError:" with the message on the next line
-    consequence = any(m in message for m in _CONSEQUENCES) or any(n in name for n in _CONSEQUENCE_NAMES)
-    kind = _kind_of(name, message)
+    echo = bool(_POINTS_BACK_RE.search(message))
+    consequence = echo or any(m in message for m in _CONSEQUENCES) or any(n in name for n in _CONSEQUENCE_NAMES)
+    kind = _kind_of(name, message, echo)
     headline = f"{name}: {message[:200]}" if message else name
     return Fatal(kind, headline, index, rank, exception=name, message=message,
                  group="consequence" if consequence else "worker", evidence=text[:500])
@@ -236,10 +270,43 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
+    fault = _cuda_fault(index, rank, line)
+    if fault is not None:
+        return fault
+    if "xception: " in line:
+        quoted = _QUOTED_EXC_RE.search(line)
+        if quoted:
+            message = quoted.group("message")
+            kind = _kind_of("", message)
+            if kind != "exception" or _EXC_RE.match(message):
+                return Fatal(kind, message[:300], index, rank, message=message, evidence=line[:500])
+    if "died" in line or "killed" in line or "unexpectedly" in line:
+        died = _DIED_RE.search(line)
+        if died:  # the sentence that says so, from its start (after a logger's "file.py:12 -- ")
+            begin = max(line.rfind(". ", 0, died.start()) + 2, line.rfind(" -- ", 0, died.start()) + 4, 0)
+            sentence = line[begin:].split(". ")[0].strip()
+            return Fatal("process_died", f"a worker died: {sentence[:200]}", index, rank, evidence=line[:500])
     if "return code" in line:
         match = _DS_LAUNCHER_RE.search(line)
         if match and match.group(1) != "0":
             return _launcher_exit(index, rank, int(match.group(1)), None, line)
+    return None
+
+
+def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:
+    """A CUDA error or a kernel's failed assertion reported in a line that is no exception line."""
+    if "Assertion `" in line:
+        match = _ASSERT_RE.search(line)
+        if match:
+            return Fatal("cuda_error", f"CUDA device-side assertion failed: {match.group(0)[:200]}", index, rank,
+                         evidence=line[:500])
+    if "CUDA" in line or "cudaError" in line:
+        match = _CUDA_IN_LINE_RE.search(line)
+        if match:
+            text = match.group(0)
+            kind = _kind_of("", text)
+            kind = "cuda_oom" if kind in OOM_KINDS else kind if kind != "exception" else "cuda_error"
+            return Fatal(kind, text[:300], index, rank, message=text, evidence=line[:500])
     return None
 
 
@@ -263,8 +330,11 @@ def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, li
 
 
 def _boxes(text: str, end: int) -> list[Fatal]:
-    """torchrun's ``ChildFailedError`` box: the "Root Cause" entry, else any failure that was not a SIGTERM."""
+    """torchrun's ``ChildFailedError`` box: the "Root Cause" entry, else any failure that was not a SIGTERM.
+    A box shown without its header (a paste that starts inside it) is found by its "Root Cause" line."""
     start = text.rfind("ChildFailedError")
+    if start == -1:
+        start = text.rfind("Root Cause (first observed failure)")
     if start == -1:
         return []
     box = text[start:]

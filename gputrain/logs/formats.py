@@ -174,7 +174,11 @@ def parse_tqdm(text: str, match: re.Match[str]) -> LogRecord:
         if key != "v_num" and number is not None:
             values[ALIASES.get(key, key)] = number
     n, total = int(match.group("n")), int(match.group("total"))
-    training = not desc or desc.startswith("Epoch") or any(w in desc.lower() for w in ("train", "step", "iter"))
+    # A bar is training unless its name says otherwise (data loading, tokenizing); fairseq-style "epoch 001"
+    # and a bar that shows a loss are training whatever they are called.
+    low = desc.lower()
+    training = (not desc or low.startswith("epoch") or any(w in low for w in ("train", "step", "iter"))
+                or any("loss" in key.lower() for key in values))
     if desc.startswith(_EVAL_BARS) or not training:  # data loading, tokenizing, evaluation bars
         return _record("tqdm", text, {}, kind="text")
     fmt, step = "tqdm", n

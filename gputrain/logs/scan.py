@@ -211,8 +211,8 @@ class LogScanner:
             starts = self._thin(starts, found)
         for start in starts:
             end = found[start]
-            if buf.find(b"Traceback (most", start, end) == -1:
-                self._take_line(bytes(buf[start : min(end, start + MAX_CARRY)]))
+            at = buf.find(b"Traceback (most", start, end)
+            self._take_line(bytes(buf[start : min(end, start + MAX_CARRY)]), at - start if at != -1 else -1)
 
     def _thin(self, starts: list[int], found: dict[int, int]) -> list[int]:
         """A large file's chunk with more metric lines than a dense chunk's sample: the same sample of them
@@ -253,8 +253,8 @@ class LogScanner:
             stop = hi if stop == -1 else stop
             read += stop - start
             line = bytes(buf[start : min(stop, start + MAX_CARRY)])
-            if line and b"Traceback (most" not in line:
-                self._take_line(line)
+            if line:
+                self._take_line(line, line.find(b"Traceback (most"))
         self.table.skipped += (hi - lo) - read
 
     def _probe(self, buf: Buffer, lo: int, hi: int) -> None:
@@ -275,8 +275,30 @@ class LogScanner:
                     break
                 pos = buf.find(needle, end, hi)
 
-    def _take_line(self, raw: bytes) -> None:
-        self.add_record(parse_line(raw.decode("utf-8", "replace")))
+    def _take_line(self, raw: bytes, traceback_at: int = -1) -> None:
+        """One metric line. A traceback's first line is the traceback's (assembled apart), except what stands
+        before it: a progress bar that a rank's ``[rank3]: Traceback`` was printed onto is still a bar."""
+        if traceback_at != -1:
+            raw = raw[:traceback_at]
+        if raw.strip():
+            self.add_record(parse_line(raw.decode("utf-8", "replace")))
+
+    def provisional(self) -> LogScanner:
+        """This scanner with the unfinished last line read as if it were complete, for a summary only: a live
+        log's newest progress bar has no newline yet (tqdm redraws it after ``\\r``), and a summary must show
+        it. A value at the very end may still be being written ("loss 0.0" of "loss 0.0100"): it is left out. The
+        saved state keeps the line as a partial one, so the next scan completes it, never twice."""
+        text = self.carry.decode("utf-8", "replace").rstrip()
+        if text[-1:].isalnum() or text.endswith("."):  # its last value may still be being written: "loss 0.0"
+            text = text[: max(0, *(text.rfind(c) for c in " ,=:|"))]
+        if self.skipping or not text.strip():
+            return self
+        record = parse_line(text)
+        if record.kind not in ("metrics", "progress"):
+            return self
+        view = LogScanner.from_json(self.to_json())
+        view.add_record(record)
+        return view
 
     def _take_traceback(self, buf: Buffer, start: int, hi: int) -> None:
         """Assemble the traceback that starts at ``start`` (other ranks' lines may interleave)."""

@@ -8,6 +8,7 @@ launcher's own account (a rank killed by SIGKILL — likely the host's OOM kille
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from gputrain.logs.fatal import OOM_KINDS, Fatal, scan
@@ -53,20 +54,25 @@ def launcher_rank(events: list[Fatal]) -> int | None:
     return None
 
 
-_DONE_MARKERS = ("'train_runtime'", '"train_runtime"', "`Trainer.fit` stopped")
+#: A trainer's own word that training ended well: HF's ``train_runtime`` dict and ``***** train metrics *****``
+#: block, Lightning's "`Trainer.fit` stopped", and the plain words trainers print ("Training completed",
+#: "Reached max_steps (1635), stopping training", fairseq's "done training in 12.3 seconds").
+_DONE_RE = re.compile(r"'train_runtime'|\"train_runtime\"|`Trainer\.fit` stopped|\*{5} train metrics \*{5}|"
+                      r"\b(?:training (?:completed|complete|finished|is done)|(?:done|finished) training|"
+                      r"reached max_steps)\b", re.IGNORECASE)
 
 
 def infer_end(text: str) -> tuple[str, str] | None:
     """(state, the line that shows it) for a log with no recorded end, from the log's own evidence; None when
     it shows none (a run still going, or a log cut short): FAILED when the root event is the last word of the
     run (nothing trained after it), TIMEOUT/CANCELLED/PREEMPTED/NODE_FAIL when Slurm says so, COMPLETED when the
-    trainer printed its end (HF ``train_runtime``, Lightning's "`Trainer.fit` stopped") after any failure."""
+    trainer printed its end (:data:`_DONE_RE`) after any failure."""
     found = scan(text)
     root = choose(found, launcher_rank(found))
     if root is not None and root.group == "verdict":
         return root.state, root.evidence
     lines = text.splitlines()
-    done = next((i for i in range(len(lines) - 1, -1, -1) if any(m in lines[i] for m in _DONE_MARKERS)), None)
+    done = next((i for i in range(len(lines) - 1, -1, -1) if _DONE_RE.search(lines[i])), None)
     if root is not None and not root.recovered and (done is None or root.line > done):
         return ("CANCELLED" if root.kind == "cancelled" else root.state), root.evidence or root.headline
     if done is not None:

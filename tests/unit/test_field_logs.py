@@ -6,7 +6,9 @@ each truth file's ``source``) or written by the real libraries run here (``gener
 headline must contain (``null``: no headline at all), a keyword the remedy must contain, and metric facts (the
 last value, or that a NaN/Inf was seen). The corpus was split before the rules were written: ``heldout`` logs
 come from libraries no rule names, and are scored the same way; ``fresh`` logs were added after the rules and
-scored once unseen (the history of the scores is in ``tests/fixtures/field_logs/README.md``).
+scored once unseen; ``wild`` logs (another round of libraries and failure kinds: CUDA faults, full disks, GPU
+hardware, Ray, Keras, torchtitan, NeMo) had their truth written before the parser ever read them (the history of
+the scores is in ``tests/fixtures/field_logs/README.md``).
 
     PYTHONPATH=. python tests/unit/test_field_logs.py     # the score table, per split and dimension
 """
@@ -90,7 +92,7 @@ def test_each_field_log(truth_path: Path) -> None:
     assert wrong == KNOWN_MISSES.get(name, []), f"{name}: wrong on {wrong}"
 
 
-@pytest.mark.parametrize("split", ["dev", "heldout", "fresh"])
+@pytest.mark.parametrize("split", ["dev", "heldout", "fresh", "wild"])
 def test_score_at_least_95_percent_per_dimension(split: str) -> None:
     for dim, (right, scored) in score(split).items():
         assert scored == 0 or right / scored >= 0.95, f"{split} {dim}: {right}/{scored}"
@@ -101,7 +103,7 @@ KNOWN_MISSES: dict[str, list[str]] = {}
 
 
 if __name__ == "__main__":
-    for split in ("dev", "heldout", "fresh"):
+    for split in ("dev", "heldout", "fresh", "wild"):
         print(split, {d: f"{r}/{n}" for d, (r, n) in score(split).items()})
     for path in TRUTHS:
         wrong = [d for d, right in judge(path).items() if right is False]

@@ -1,0 +1,122 @@
+"""The mechanisms the ``wild`` field logs showed missing (#30), one per test, on lines of the shapes those logs have.
+
+Each mechanism is general (words and shapes every framework prints), not a rule keyed on one log's text: a CUDA
+fault reported anywhere in a line, a full disk whatever raised it, an exception quoted inside another message,
+torchrun's box seen without its header, a framework's "worker died" line, a trainer's own word that it finished,
+a progress bar that a traceback was printed onto, and the unfinished last line of a live log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gputrain.doctor import prescribe
+from gputrain.logs.fatal import scan
+from gputrain.logs.summarize import summarize
+from gputrain.logs.verdict import infer_end
+
+
+def _kinds(text: str) -> list[tuple[str, str]]:
+    return [(e.kind, e.headline) for e in scan(text)]
+
+
+@pytest.mark.parametrize(("line", "kind", "words"), [
+    ("06/26 18:54:31 [ERROR] trainer - <class 'RuntimeError'> at trainer.py:101 - CUDA error: an illegal memory "
+     "access was encountered", "cuda_error", "illegal memory access"),
+    ("  6%|▋  | 89/1398 [1:32:11<25:28:13, 70.05s/it]../aten/src/ATen/native/cuda/Indexing.cu:1284: "
+     "indexSelectLargeIndex: block: [134,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+     "cuda_error", "srcIndex < srcSelectDimSize"),
+    ("[Rank 1] NCCL watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered",
+     "gpu_hardware", "uncorrectable ECC error"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "gpu_hardware", "ECC"),
+])
+def test_a_cuda_fault_anywhere_in_a_line_is_a_fatal_event(line: str, kind: str, words: str) -> None:
+    found = _kinds(line)
+    assert found and found[0][0] == kind and words in found[0][1], found
+
+
+@pytest.mark.parametrize("line", [
+    "OSError: [Errno 28] No space left on device",
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: models/x/part-00000; No space left on device",
+    "OSError: [Errno 122] Disk quota exceeded",
+    "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file data/228: "
+    "file write failed",
+])
+def test_a_full_disk_is_its_own_cause_not_memory_and_the_remedy_says_disk(line: str, tmp_path: Path) -> None:
+    assert _kinds(line)[0][0] == "disk_full"
+    log = tmp_path / "x.log"
+    log.write_text(line + "\n")
+    remedy = prescribe(summarize(log, write=False), None)
+    assert remedy is not None and "disk" in remedy.text and "batch" not in remedy.text
+
+
+def test_oom_named_only_as_a_possibility_in_an_echo_is_not_an_oom() -> None:
+    line = ("TrainingFailedError: The Ray Train run failed. Please inspect the previous error messages for a cause. "
+            "After fixing the issue (assuming that the error is not caused by your own application logic, but "
+            "rather an error such as OOM), you can restart the run from scratch or continue this run.")
+    ((kind, headline),) = _kinds(line)
+    assert kind == "exception" and headline.startswith("TrainingFailedError")
+
+
+def test_an_exception_quoted_inside_another_message_is_read() -> None:
+    text = ("Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1000000) raised the "
+            "following async exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. \n")
+    found = scan(text)
+    assert found[0].kind == "nccl" and found[0].headline.startswith("NCCL error: unhandled system error")
+
+
+def test_torchruns_box_counts_without_its_header() -> None:
+    box = ("------------------------------------------------------------\nRoot Cause (first observed failure):\n[0]:\n"
+           "  time      : 2024-03-05_07:01:51\n  host      : node7\n  rank      : 0 (local_rank: 0)\n"
+           "  exitcode  : 1 (pid: 69811)\n  error_file: <N/A>\n")
+    found = scan(box)
+    assert [(e.kind, e.rank, e.host) for e in found] == [("exit_code", 0, "node7")]
+    assert infer_end(box) is not None and infer_end(box)[0] == "FAILED"  # type: ignore[index]
+
+
+def test_a_framework_saying_a_worker_died_is_the_fatal_event_before_the_echo() -> None:
+    text = ("2023-01-17 17:21:35,472\tWARNING worker.py:1829 -- A worker died or was killed while executing a task by "
+            "an unexpected system error. To troubleshoot the problem, check the logs for the dead worker.\n"
+            "ray.exceptions.RayTaskError(RuntimeError): ray::TrainTrainable.train() (pid=1876)\n")
+    found = scan(text)
+    assert found[0].kind == "process_died" and "worker died" in found[0].headline
+
+
+@pytest.mark.parametrize("end", ["[INFO] Reached max_steps (1635), stopping training.",
+                                 "***** train metrics *****", "Training completed. Do not forget to share your model"])
+def test_a_trainers_own_word_that_it_finished_is_completed(end: str) -> None:
+    inferred = infer_end(f"step 10 loss 2.0\n{end}\n")
+    assert inferred is not None and inferred[0] == "COMPLETED"
+
+
+def test_a_bar_that_a_traceback_was_printed_onto_still_counts(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("Epoch 0:  16%|█▌  | 7395/45743 [13:13:43<68:36:00,  6.44s/it, train_loss: 0.084, avg_loss: 0.080]"
+                   "[rank3]: Traceback (most recent call last):\n[rank3]:   File \"t.py\", line 5, in <module>\n"
+                   "[rank3]: OSError: [Errno 5] Input/output error: '/app/x'\n")
+    s = summarize(log, write=False)
+    assert s["metrics"]["train_loss"]["last"] == pytest.approx(0.084) and "Input/output error" in s["failure"]
+
+
+def test_the_unfinished_last_line_of_a_live_log_counts_and_is_read_again_when_complete(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    log = job / "training_output.log"
+    log.write_text("step 1 | loss 2.0\n 45%|████  | 45/100 [00:10<00:12, 4.5it/s, loss=nan]")  # no newline yet
+    s = summarize(job)
+    assert s["metrics"]["loss"]["nonfinite"] and "loss" in " ".join(s["alerts"])
+    with log.open("a") as fh:
+        fh.write("\r 46%|████  | 46/100 [00:10<00:12, 4.5it/s, loss=1.5]\n")
+    again = summarize(job)  # the saved state still holds the partial line: it is completed, not counted twice
+    assert again["metrics"]["loss"]["last"] == pytest.approx(1.5) and again["steps"]["done"] == 46
+
+
+def test_a_fairseq_style_lowercase_epoch_bar_with_a_loss_is_training(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("epoch 001:  37%|█  | 521/1426 [02:47<04:46,  3.16it/s, loss=0.138, accuracy=0.98125, ups=3.16]\n"
+                   "Map: 100%|██████████| 11720/11720 [00:06<00:00, 1720.59 examples/s]\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["loss"]["last"] == pytest.approx(0.138) and metrics["accuracy"]["last"] == pytest.approx(0.98125)
