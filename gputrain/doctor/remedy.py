@@ -38,6 +38,8 @@ _WITHOUT_A_SETTING = {
                  "checkpoints; rerun (it resumes from the newest complete checkpoint)",
     "gpu_hardware": "a GPU hardware fault (uncorrectable ECC error, Xid, GPU fallen off the bus): nothing in the job "
                     "causes it; rerun on another node or GPU (exclude this node) and report it to the admins",
+    "shm": "the data loader's workers ran out of shared memory (/dev/shm, where they pass batches): give the "
+           "container more (docker --shm-size, a larger /dev/shm) or lower train.num_workers",
     "cuda_error": "a CUDA kernel fault (illegal memory access or a device-side assert, most often an index out of "
                   "range: a label or token id past the number of classes or the vocabulary): rerun with "
                   "CUDA_LAUNCH_BLOCKING=1 (--set env.CUDA_LAUNCH_BLOCKING=1) so the error names the operation that "

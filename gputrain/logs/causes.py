@@ -52,7 +52,8 @@ _UNITS = {"B": 1 / 2**30, "KiB": 1 / 2**20, "KB": 1e3 / 2**30, "MiB": 1 / 2**10,
 LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail": "node failure",
           "device_oom": "accelerator out of memory", "vllm_engine": "vLLM engine died",
           "fp16_overflow": "fp16 loss scale at its minimum", "disk_full": "disk full",
-          "gpu_hardware": "GPU hardware fault", "cuda_error": "CUDA kernel fault", "process_died": "a worker died"}
+          "gpu_hardware": "GPU hardware fault", "cuda_error": "CUDA kernel fault", "process_died": "a worker died",
+          "shm": "shared memory (/dev/shm) full"}
 
 
 def _gib(value: str | None, unit: str | None) -> float | None:

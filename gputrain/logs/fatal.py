@@ -73,6 +73,8 @@ _CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError
 _POINTS_BACK_RE = re.compile(r"\b(?:see|inspect|check)\b[^.]{0,40}?\b(?:above|previous|earlier)\b", re.IGNORECASE)
 _DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|\bENOSPC\b|StorageFull|"
                       r"file write failed", re.IGNORECASE)
+#: The data loader's workers share tensors through /dev/shm: when it is full they die of SIGBUS.
+_SHM_RE = re.compile(r"shared memory|\(shm\)|DataLoader worker.{0,60}Bus error", re.IGNORECASE)
 _GPU_HARDWARE_RE = re.compile(r"\bECC error|ECC_UNCORRECTABLE|fallen off the bus|\bXid\b", re.IGNORECASE)
 _CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert|misaligned address|unspecified launch failure|"
                             r"illegal instruction was encountered|cudaErrorIllegalAddress", re.IGNORECASE)
@@ -93,7 +95,7 @@ class Fatal:
 
     kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
     #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code, disk_full, gpu_hardware, cuda_error,
-    #            process_died
+    #            process_died, shm
     headline: str
     line: int
     rank: int | None = None
@@ -128,6 +130,8 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
         return "vllm_engine"
     if name.endswith("KeyboardInterrupt"):
         return "cancelled"
+    if _SHM_RE.search(text):
+        return "shm"
     if "DataLoader worker" in text and ("exited unexpectedly" in text or "Killed" in text):
         return "host_oom"
     if _OOM_RE.search(text):
@@ -226,7 +230,7 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
     if "oom" in low or "out of memory" in low:
         match = _OOM_KILL_RE.search(line)
         if match:
-            return Fatal("host_oom", f"killed by the host's OOM killer ({match.group(0)})", index, rank,
+            return Fatal("host_oom", f"out of host memory: killed by the OOM killer ({match.group(0)})", index, rank,
                          group="worker", evidence=line[:500])
         if "OOMKilled" in line or classify_line(line) == "host_oom":  # Kubernetes, the kernel's own line
             return Fatal("host_oom", f"killed by the host's OOM killer ({line.strip()[:200]})", index, rank,

@@ -1,9 +1,10 @@
 """The root cause among a log's fatal events, and the end state a log with no recorded end shows.
 
-The order (:func:`choose`): a scheduler's verdict; an out-of-memory event (an exception first); the first worker
-exception (the rank the launcher names, else the first rank that failed); an NCCL timeout; vLLM's engine death; the
-launcher's own account (a rank killed by SIGKILL — likely the host's OOM killer — or its exit code); a consequence
-(another rank's echo), when nothing else is there. Events the run went on after (``recovered``) come last.
+The order (:func:`choose`): a scheduler's verdict (a bare CANCELLED after a task failed is not one: that is Slurm
+tearing the step down); an out-of-memory event (an exception first); the first worker exception (the rank the
+launcher names, else the first rank that failed); an NCCL timeout; vLLM's engine death; the launcher's own account
+(a rank killed by SIGKILL — likely the host's OOM killer — or its exit code); a consequence (another rank's echo),
+when nothing else is there. Events the run went on after (``recovered``) come last.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ def choose(events: list[Fatal], named_rank: int | None = None) -> Fatal | None:
         return (named or candidates)[0] if candidates else None
 
     verdicts = [e for e in events if e.group == "verdict"]
+    if verdicts and verdicts[0].kind == "cancelled" and any(
+            e.line < verdicts[0].line and not e.recovered and e.group in ("worker", "launcher")
+            and e.kind not in ("signal", "cancelled") and "Signal" not in (e.exception or "") for e in events):
+        # A CANCELLED with no reason after a task failed is Slurm tearing the step down (srun's "_step_signal:
+        # Terminating StepId"), not a user's cancel: the failure is the cause. A signal the launcher got before
+        # Slurm's line (torchrun's SignalException from the same scancel) is no such failure.
+        verdicts[0].group = "consequence"
+        verdicts = verdicts[1:]
     if verdicts:
         return verdicts[0]
     live = [e for e in events if not e.recovered]

@@ -120,3 +120,46 @@ def test_a_fairseq_style_lowercase_epoch_bar_with_a_loss_is_training(tmp_path: P
                    "Map: 100%|██████████| 11720/11720 [00:06<00:00, 1720.59 examples/s]\n")
     metrics = summarize(log, write=False)["metrics"]
     assert metrics["loss"]["last"] == pytest.approx(0.138) and metrics["accuracy"]["last"] == pytest.approx(0.98125)
+
+
+def test_a_rank_prefix_after_a_timestamp_still_comes_off() -> None:
+    from gputrain.logs.prefixes import normalize
+
+    assert normalize("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory.") == (
+        3, "torch.OutOfMemoryError: CUDA out of memory.")
+
+
+def test_slurm_tearing_a_step_down_after_an_oom_kill_is_no_cancel() -> None:
+    text = ("slurmstepd-n1: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your processes may have "
+            "been killed by the cgroup out-of-memory handler.\nsrun: error: n1: task 0: Out Of Memory\n"
+            "slurmstepd-n1: error: *** STEP 9411285.0 ON n1 CANCELLED AT 2022-05-17T17:58:10 ***\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "FAILED"
+    alone = "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2022-05-17T17:58:10 ***\n"  # nothing failed before
+    assert infer_end(alone) is not None and infer_end(alone)[0] == "CANCELLED"  # type: ignore[index]
+
+
+def test_an_oom_kill_headline_says_memory(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=37205392.0.\n")
+    assert "memory" in summarize(log, write=False)["failure"]
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: DataLoader worker (pid 325) is killed by signal: Bus error.",
+    "RuntimeError: DataLoader worker (pid 3867) is killed by signal: Bus error. It is possible that dataloader's "
+    "workers are out of shared memory. Please try to raise your shared memory limit.",
+])
+def test_a_data_loader_bus_error_is_shared_memory_and_the_remedy_says_so(line: str, tmp_path: Path) -> None:
+    assert _kinds(line)[0][0] == "shm"
+    log = tmp_path / "x.log"
+    log.write_text(line + "\n")
+    remedy = prescribe(summarize(log, write=False), None)
+    assert remedy is not None and "shared memory" in remedy.text and "num_workers" in remedy.text
+
+
+def test_a_users_cancel_stays_a_cancel_when_the_launcher_printed_the_signal_first() -> None:
+    text = ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15\n"
+            "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2022-05-17T17:58:10 ***\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "CANCELLED"
