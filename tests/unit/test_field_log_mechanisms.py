@@ -102,16 +102,25 @@ def test_a_bar_that_a_traceback_was_printed_onto_still_counts(tmp_path: Path) ->
 
 
 def test_the_unfinished_last_line_of_a_live_log_counts_and_is_read_again_when_complete(tmp_path: Path) -> None:
-    job = tmp_path / "job"
-    job.mkdir()
-    log = job / "training_output.log"
+    from gputrain.logs.scan import LogScanner
+
+    log = tmp_path / "training_output.log"
     log.write_text("step 1 | loss 2.0\n 45%|████  | 45/100 [00:10<00:12, 4.5it/s, loss=nan]")  # no newline yet
-    s = summarize(job)
+    s = summarize(log, write=False)
     assert s["metrics"]["loss"]["nonfinite"] and "loss" in " ".join(s["alerts"])
+    scanner = LogScanner(log)
+    scanner.scan()
+    assert scanner.provisional().table.metrics["loss"].count == 2
+    saved = LogScanner.from_json(scanner.to_json())  # what a job folder's state file keeps: the line still partial
+    assert saved.table.metrics["loss"].count == 1
     with log.open("a") as fh:
         fh.write("\r 46%|████  | 46/100 [00:10<00:12, 4.5it/s, loss=1.5]\n")
-    again = summarize(job)  # the saved state still holds the partial line: it is completed, not counted twice
-    assert again["metrics"]["loss"]["last"] == pytest.approx(1.5) and again["steps"]["done"] == 46
+    saved.scan()  # completed once, not counted twice
+    assert saved.table.metrics["loss"].count == 2 and saved.table.metrics["loss"].last[1] == pytest.approx(1.5)
+    log.write_text("step 1 | loss 2.0\nstep 2 | loss 0.0")  # a value still being written: left out
+    cut = LogScanner(log)
+    cut.scan()
+    assert cut.provisional().table.metrics["loss"].count == 1
 
 
 def test_a_fairseq_style_lowercase_epoch_bar_with_a_loss_is_training(tmp_path: Path) -> None:
