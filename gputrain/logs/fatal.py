@@ -277,6 +277,8 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
     fault = _cuda_fault(index, rank, line)
     if fault is not None:
         return fault
+    if ("Xid" in line or "fallen off the bus" in line) and _GPU_HARDWARE_RE.search(line):  # the driver's (dmesg)
+        return Fatal("gpu_hardware", f"GPU hardware fault: {line.strip()[:200]}", index, rank, evidence=line[:500])
     if "xception: " in line:
         quoted = _QUOTED_EXC_RE.search(line)
         if quoted:

@@ -25,6 +25,8 @@ _PREFIX_RE = re.compile(r"\[(?:[A-Za-z_]*?)(\d+)\]:\s?")  # [default0]: [trainer
 _MID_PREFIX_RE = re.compile(r"\[(?:default|rank)\d+\]:")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RAY_RE = re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*")  # Ray actors' prefix (verl)
+#: Python logging's default format (``logging.basicConfig()``): ``INFO:tensorflow:loss = 2.3, step = 1``.
+_PY_LOGGING_RE = re.compile(r"^(?:INFO|DEBUG|WARNING|ERROR|CRITICAL):[\w.]+:")
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXC_LINE_RE = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*|:)?$")
 
@@ -79,6 +81,8 @@ def _parse_text(text: str) -> LogRecord:
     stripped = text.lstrip()
     if stripped.startswith("("):
         stripped = _RAY_RE.sub("", stripped, count=1)
+    elif stripped[:1] in "IDWEC" and ":" in stripped[:10]:
+        stripped = text = _PY_LOGGING_RE.sub("", stripped, count=1)
     record: LogRecord | None = None
     if stripped.startswith('{"'):
         record = formats.parse_json(stripped)

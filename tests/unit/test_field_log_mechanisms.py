@@ -172,3 +172,15 @@ def test_a_users_cancel_stays_a_cancel_when_the_launcher_printed_the_signal_firs
             "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2022-05-17T17:58:10 ***\n")
     inferred = infer_end(text)
     assert inferred is not None and inferred[0] == "CANCELLED"
+
+
+def test_the_drivers_xid_line_is_a_gpu_hardware_fault() -> None:
+    found = _kinds("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.")
+    assert found and found[0][0] == "gpu_hardware" and "fallen off the bus" in found[0][1]
+
+
+def test_python_loggings_default_prefix_does_not_hide_a_metric_line() -> None:
+    from gputrain.logs.parse import parse_line
+
+    record = parse_line("INFO:tensorflow:loss = 2.302585, step = 1")
+    assert record.kind == "metrics" and record.values == {"loss": pytest.approx(2.302585)} and record.step == 1
