@@ -55,9 +55,11 @@ _KILLED_RE = re.compile(r"^(?:Killed|.*line \d+:\s+\d+ Killed(?:\s+.*)?)$")
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
+_HYDRA_FATAL = "Error executing job with overrides"
 #: Other schedulers' verdicts (PBS/Torque, LSF): the same facts as Slurm's, in their words.
 _OTHER_LIMITS = (
-    (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime"), "time_limit", "TIMEOUT",
+    (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime|exceeded (?:hard )?wall ?clock "
+                r"(?:limit|time)", re.IGNORECASE), "time_limit", "TIMEOUT",
      "the scheduler stopped the job at its time limit"),
     (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit"), "host_oom", "FAILED",
      "the scheduler killed the job at its memory limit"),
@@ -77,7 +79,8 @@ _DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:2
 _SHM_RE = re.compile(r"shared memory|\(shm\)|DataLoader worker.{0,60}Bus error", re.IGNORECASE)
 _GPU_HARDWARE_RE = re.compile(r"\bECC error|ECC_UNCORRECTABLE|fallen off the bus|\bXid\b", re.IGNORECASE)
 _CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert|misaligned address|unspecified launch failure|"
-                            r"illegal instruction was encountered|cudaErrorIllegalAddress", re.IGNORECASE)
+                            r"illegal instruction was encountered|cudaErrorIllegalAddress|"
+                            r"(?:CUBLAS|CUDNN)_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR)", re.IGNORECASE)
 #: Where a line reports a CUDA fault outside an exception line (a logger's own format, a kernel's assert).
 _CUDA_IN_LINE_RE = re.compile(r"CUDA error: .*|CUDA_ERROR_\w+.*|\bcudaError\w+.*")
 _ASSERT_RE = re.compile(r"Assertion `[^`]{1,200}`(?: failed\.?)?")
@@ -182,7 +185,7 @@ def _scan(text: str) -> list[Fatal]:
             if found is not None:
                 out.append(found)
                 continue
-        event = _event(index, rank, first)
+        event = _event(index, rank, first, following)
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
@@ -215,7 +218,7 @@ def _last_progress(lines: list[str]) -> dict[int | None, int]:
     return last
 
 
-def _event(index: int, rank: int | None, line: str) -> Fatal | None:
+def _event(index: int, rank: int | None, line: str, following: str = "") -> Fatal | None:
     """A scheduler's, launcher's or library's own words about the end of a job (not an exception line)."""
     if "***" in line and "CANCELLED AT" in line:
         match = _SLURM_RE.search(line)
@@ -272,6 +275,9 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
         match = _WATCHDOG_RE.search(line)
         if match:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
+    if line.startswith(_HYDRA_FATAL):  # Hydra's account of the job: its message follows (or a traceback does)
+        message = following.strip() if following.strip() and not following.startswith("Traceback") else line
+        return Fatal("exception", message[:300], index, rank, message=message, group="launcher", evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
     fault = _cuda_fault(index, rank, line)

@@ -106,6 +106,10 @@ def parse_json(text: str) -> LogRecord | None:
     for key, value in obj.items():
         if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
             values[ALIASES.get(key, key)] = float(value)
+        elif isinstance(key, str) and isinstance(value, str) and len(value) < 32:  # fairseq: "train_loss": "506.1"
+            number = finite(value)
+            if number is not None:
+                values[ALIASES.get(key, key)] = number
     if not values:
         return None
     step = values.pop("step", None)

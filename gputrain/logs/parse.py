@@ -86,6 +86,8 @@ def _parse_text(text: str) -> LogRecord:
     record: LogRecord | None = None
     if stripped.startswith('{"'):
         record = formats.parse_json(stripped)
+    elif '| {"' in stripped:  # a JSON record after a logger's prefix (fairseq's "... | INFO | train | {...}")
+        record = formats.parse_json(stripped[stripped.index('| {"') + 2 :])
     elif "{'" in stripped:
         record = formats.parse_hf(stripped[stripped.index("{'") :])
     elif stripped.startswith("step"):

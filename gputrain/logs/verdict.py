@@ -82,8 +82,35 @@ def infer_end(text: str) -> tuple[str, str] | None:
         return root.state, root.evidence
     lines = text.splitlines()
     done = next((i for i in range(len(lines) - 1, -1, -1) if _DONE_RE.search(lines[i])), None)
+    last_epoch = _last_epoch_finished(lines)
+    if last_epoch is not None and (done is None or last_epoch > done):
+        done = last_epoch
     if root is not None and not root.recovered and (done is None or root.line > done):
         return ("CANCELLED" if root.kind == "cancelled" else root.state), root.evidence or root.headline
     if done is not None:
         return "COMPLETED", lines[done].strip()[-300:]
+    return None
+
+
+_EPOCH_OF_RE = re.compile(r"\bEpoch (\d+)/(\d+)\b")
+_EPOCH_SUMMARY_RE = re.compile(r"^\s*(\d+)/(\d+) (?:\[=+\]|-)")
+
+
+def _last_epoch_finished(lines: list[str]) -> int | None:
+    """The line where the last of N epochs finished, when the log's last "Epoch N/N" header (Keras) is followed
+    by that epoch's summary: its progress bar at n/n with the metrics (``4451/4451 [====] - 3s - loss: 0.02``).
+    A last epoch still under way (the bar short of n/n) or an earlier epoch is no end."""
+    for index in range(len(lines) - 1, -1, -1):
+        if "Epoch " not in lines[index]:
+            continue
+        header = _EPOCH_OF_RE.search(lines[index])
+        if header is None:
+            continue
+        if header.group(1) != header.group(2):
+            return None
+        for later in range(index + 1, len(lines)):
+            bar = _EPOCH_SUMMARY_RE.match(lines[later])
+            if bar and bar.group(1) == bar.group(2) and "loss" in lines[later]:
+                return later
+        return None
     return None

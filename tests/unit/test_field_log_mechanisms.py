@@ -184,3 +184,52 @@ def test_python_loggings_default_prefix_does_not_hide_a_metric_line() -> None:
 
     record = parse_line("INFO:tensorflow:loss = 2.302585, step = 1")
     assert record.kind == "metrics" and record.values == {"loss": pytest.approx(2.302585)} and record.step == 1
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb)`",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
+])
+def test_a_cublas_or_cudnn_execution_failure_is_a_cuda_kernel_fault(line: str) -> None:
+    assert _kinds(line)[0][0] == "cuda_error"
+
+
+def test_a_json_metric_dict_after_a_logger_prefix_with_string_values_is_read() -> None:
+    from gputrain.logs.parse import parse_line
+
+    record = parse_line('2021-01-06 00:35:15 | INFO | train | {"epoch": 103, "train_loss": "506.144", "train_lr": '
+                        '"5e-05", "train_num_updates": "3185"}')
+    assert record.kind == "metrics" and record.values["train_loss"] == pytest.approx(506.144)
+
+
+def test_hydras_own_error_line_is_the_launchers_account_and_its_message_the_headline() -> None:
+    text = ("[2022-06-08 08:12:42,395][src.training_pipeline][INFO] - Instantiating model <src.models.M>\n"
+            "Error executing job with overrides: []\n"
+            "Error locating target 'src.models.M', see chained exception above.\nfull_key: model\n\n"
+            "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "FAILED"
+    assert scan(text)[0].headline.startswith("Error locating target 'src.models.M'")
+    from gputrain.logs.verdict import choose
+
+    full = "Error executing job with overrides: []\nTraceback (most recent call last):\n  File \"t.py\"\nKeyError: 1\n"
+    root = choose(scan(full))
+    assert root is not None and root.headline.startswith("KeyError")  # the traceback, when there is one, wins
+
+
+def test_a_moab_wallclock_limit_is_a_timeout() -> None:
+    inferred = infer_end("job deleted\nMOAB_INFO:  job exceeded wallclock limit\n")
+    assert inferred is not None and inferred[0] == "TIMEOUT"
+
+
+@pytest.mark.parametrize(("text", "state"), [
+    ("Epoch 1/2\n10/10 [==============================] - 3s - loss: 0.3 - acc: 0.8\n"
+     "Epoch 2/2\n10/10 [==============================] - 3s - loss: 0.2 - acc: 0.9\n", "COMPLETED"),
+    ("Epoch 99/100\n1079/1079 - 11s - loss: 0.18 - 11s/epoch\nEpoch 100/100\n1079/1079 - 11s - loss: 0.17\n",
+     "COMPLETED"),
+    ("Epoch 1/2\n10/10 [==============================] - 3s - loss: 0.3\nEpoch 2/2\n"
+     " 4/10 [=====>........] - ETA: 1s - loss: 0.25\n", None),  # the last epoch is still running
+])
+def test_the_last_epoch_of_n_finished_is_completed(text: str, state: str | None) -> None:
+    inferred = infer_end(text)
+    assert (inferred[0] if inferred else None) == state
