@@ -78,12 +78,15 @@ _DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:2
 #: The data loader's workers share tensors through /dev/shm: when it is full they die of SIGBUS.
 _SHM_RE = re.compile(r"shared memory|\(shm\)|DataLoader worker.{0,60}Bus error", re.IGNORECASE)
 _GPU_HARDWARE_RE = re.compile(r"\bECC error|ECC_UNCORRECTABLE|fallen off the bus|\bXid\b", re.IGNORECASE)
-_CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert|misaligned address|unspecified launch failure|"
+_CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert triggered|misaligned address|"
+                            r"unspecified launch failure|"
                             r"illegal instruction was encountered|cudaErrorIllegalAddress|"
                             r"(?:CUBLAS|CUDNN)_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR)", re.IGNORECASE)
 #: Where a line reports a CUDA fault outside an exception line (a logger's own format, a kernel's assert).
 _CUDA_IN_LINE_RE = re.compile(r"CUDA error: .*|CUDA_ERROR_\w+.*|\bcudaError\w+.*")
-_ASSERT_RE = re.compile(r"Assertion `[^`]{1,200}`(?: failed\.?)?")
+_ASSERT_RE = re.compile(r"[Aa]ssertion `[^`']{1,200}[`'](?: failed\.?)?")  # CUDA's `x`, ROCm's `x'
+#: A warning is not fatal by definition (c10's "Warning: CUDA warning: driver shutting down" at teardown).
+_WARNING_RE = re.compile(r"\b[Ww]arning:")
 #: "… raised the following async exception: NCCL error: …", "… terminated with exception: …".
 _QUOTED_EXC_RE = re.compile(r"\bexception: (?P<message>\S.*)$", re.IGNORECASE)
 #: A framework's word that a worker process died (Ray: "A worker died or was killed while executing a task").
@@ -285,7 +288,7 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         return fault
     if ("Xid" in line or "fallen off the bus" in line) and _GPU_HARDWARE_RE.search(line):  # the driver's (dmesg)
         return Fatal("gpu_hardware", f"GPU hardware fault: {line.strip()[:200]}", index, rank, evidence=line[:500])
-    if "xception: " in line:
+    if "xception: " in line and not _WARNING_RE.search(line):
         quoted = _QUOTED_EXC_RE.search(line)
         if quoted:
             message = quoted.group("message")
@@ -306,13 +309,13 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
 
 
 def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:
-    """A CUDA error or a kernel's failed assertion reported in a line that is no exception line."""
-    if "Assertion `" in line:
+    """A CUDA error or a kernel's failed assertion reported in a line that is no exception line (nor a warning)."""
+    if "ssertion `" in line:
         match = _ASSERT_RE.search(line)
         if match:
             return Fatal("cuda_error", f"CUDA device-side assertion failed: {match.group(0)[:200]}", index, rank,
                          evidence=line[:500])
-    if "CUDA" in line or "cudaError" in line:
+    if ("CUDA" in line or "cudaError" in line) and not _WARNING_RE.search(line):
         match = _CUDA_IN_LINE_RE.search(line)
         if match:
             text = match.group(0)

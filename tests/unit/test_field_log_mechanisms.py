@@ -233,3 +233,24 @@ def test_a_moab_wallclock_limit_is_a_timeout() -> None:
 def test_the_last_epoch_of_n_finished_is_completed(text: str, state: str | None) -> None:
     inferred = infer_end(text)
     assert (inferred[0] if inferred else None) == state
+
+
+def test_the_device_side_assertions_boilerplate_on_an_oom_line_keeps_it_an_oom() -> None:
+    line = ("RuntimeError: CUDA error: out of memory CUDA kernel errors might be asynchronously reported at some other "
+            "API call. Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    assert _kinds(line)[0][0] == "cuda_oom"
+
+
+def test_a_rocm_device_side_assertion_is_a_cuda_kernel_fault() -> None:
+    line = ("/pytorch/aten/src/ATen/native/hip/Indexing.hip:1292: indexSelectLargeIndex: Device-side assertion "
+            "`srcIndex < srcSelectDimSize' failed.")
+    found = _kinds(line)
+    assert found and found[0][0] == "cuda_error" and "srcIndex < srcSelectDimSize" in found[0][1]
+
+
+def test_a_cuda_warning_at_teardown_after_a_finished_run_is_no_failure() -> None:
+    text = ("{'train_runtime': 12.5, 'train_samples_per_second': 3.1, 'train_loss': 0.5, 'epoch': 1.0}\n"
+            "[W CUDAGuardImpl.h:119] Warning: CUDA warning: driver shutting down (function destroyEvent)\n"
+            "[W ProcessGroupNCCL.cpp:1250] Warning: WorkNCCL destructor: CUDA error: driver shutting down\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "COMPLETED"
