@@ -252,6 +252,10 @@ def parse_special(text: str) -> LogRecord | None:
     return None
 
 
+#: What makes a ``key value`` line a metric line without a step: a loss, reward, cross-entropy, perplexity or accuracy.
+_MEASURE_RE = re.compile(r"loss|reward|xent|ppl|perplexity|nll|acc")
+
+
 def parse_kv(text: str) -> LogRecord | None:
     """Generic ``key value`` / ``key: value`` / ``key=value`` lines (nanoGPT, torchtitan and the like)."""
     values: dict[str, float] = {}
@@ -272,7 +276,7 @@ def parse_kv(text: str) -> LogRecord | None:
         elif low == "memory" and unit in ("GiB", "GB"):
             key = "gpu_mem_gib"
         values[ALIASES.get(key, key)] = number
-    if not any("loss" in k or "reward" in k for k in values) and (step is None or not values):
+    if not any(_MEASURE_RE.search(k.lower()) for k in values) and (step is None or not values):
         return None
     return _record("kv", text, values, step=step)
 

@@ -44,7 +44,7 @@ DENSITY_WINDOW = 64 << 10
 MAP_MIN_BYTES = 4 << 20  # this many new bytes or more are searched in place (mmap), not copied
 ALWAYS_NEEDLES = (b"{", b"|", b"Traceback (most recent call last)")
 #: Needles switched on when a probe sees them (metric formats without ``{`` or ``|``).
-PROBED_NEEDLES = (b"loss", b"Loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ")
+PROBED_NEEDLES = (b"loss", b"Loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ", b"Step ")
 _TB_START = b"Traceback (most recent call last):"
 Buffer = bytes | bytearray | mmap.mmap
 

@@ -254,3 +254,22 @@ def test_a_cuda_warning_at_teardown_after_a_finished_run_is_no_failure() -> None
             "[W ProcessGroupNCCL.cpp:1250] Warning: WorkNCCL destructor: CUDA error: driver shutting down\n")
     inferred = infer_end(text)
     assert inferred is not None and inferred[0] == "COMPLETED"
+
+
+def test_a_json_record_anywhere_in_a_line_is_read() -> None:
+    from gputrain.logs.parse import parse_line
+
+    record = parse_line('json_stats: {"accuracy_cls": 1.000000, "eta": "0:21:51", "iter": 55080, "loss": 0.024404}')
+    assert record.kind == "metrics" and record.values["loss"] == pytest.approx(0.024404)
+
+
+@pytest.mark.parametrize(("line", "key", "value"), [
+    ("[2019-03-21 18:52:29,476 INFO] Step 2650/200000; acc:  32.97; ppl: 46.77; xent: 3.85; lr: 0.00033;", "xent",
+     3.85),
+    ("Epoch  1, 13400/37527; acc:   1.89; ppl: 20872.71; xent:   9.95; 3595 src tok/s;", "ppl", 20872.71),
+])
+def test_a_key_value_line_without_the_word_loss_is_a_metric_line(line: str, key: str, value: float,
+                                                                  tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(line + "\n")
+    assert summarize(log, write=False)["metrics"][key]["last"] == pytest.approx(value)  # found by the body scan too
