@@ -56,6 +56,11 @@ _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
 _HYDRA_FATAL = "Error executing job with overrides"
+#: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …".
+_TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '(?P<name>[^']+)'")
+_WHAT_RE = re.compile(r"what\(\):\s*(?P<what>.*)")
+#: An exit code as a container runtime, CI or an IDE reports it ("Exited with code 137", "exit code 137").
+_EXIT_CODE_RE = re.compile(r"\bexit(?:ed)? with (?:exit )?code (-?\d+)|\bexit (?:code|status):? (-?\d+)", re.IGNORECASE)
 #: Other schedulers' verdicts (PBS/Torque, LSF): the same facts as Slurm's, in their words.
 _OTHER_LIMITS = (
     (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime|exceeded (?:hard )?wall ?clock "
@@ -115,8 +120,8 @@ class Fatal:
 
 
 _OOM_RE = re.compile(r"out of memory|OutOfMemory|\bOOM\b|ResourceExhausted|RESOURCE_EXHAUSTED|Resource exhausted|"
-                     r"(?:cannot|can't|failed to) allocate|MemoryError", re.IGNORECASE)
-_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory")
+                     r"(?:cannot|can't|failed to) allocate|MemoryError|bad_alloc", re.IGNORECASE)
+_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory|std::bad_alloc")
 
 
 def _kind_of(name: str, message: str, echo: bool = False) -> str:
@@ -278,6 +283,22 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         match = _WATCHDOG_RE.search(line)
         if match:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
+    if line.startswith("terminate called after"):
+        thrown = _TERMINATE_RE.match(line)
+        if thrown:
+            said = _WHAT_RE.search(following)
+            message = said.group("what").strip() if said else ""
+            name = thrown.group("name")
+            kind = _kind_of(name, message)
+            # an unknown C++ exception at exit is most often the echo of an error already reported above
+            return Fatal(kind, f"{name}: {message[:200]}" if message else name, index, rank, exception=name,
+                         message=message, group="worker" if kind != "exception" else "consequence",
+                         evidence=line[:500])
+    if "xit" in line and ("code" in line or "status" in line):
+        exited = _EXIT_CODE_RE.search(line)
+        number = next((int(g) for g in exited.groups() if g is not None), 0) if exited else 0
+        if number:
+            return _launcher_exit(index, rank, number, None, line)
     if line.startswith(_HYDRA_FATAL):  # Hydra's account of the job: its message follows (or a traceback does)
         message = following.strip() if following.strip() and not following.startswith("Traceback") else line
         return Fatal("exception", message[:300], index, rank, message=message, group="launcher", evidence=line[:500])
@@ -328,8 +349,8 @@ def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:
 def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, line: str) -> Fatal:
     who = f"rank {rank}" if rank is not None else "a worker"
     if code in (-9, 137):
-        return Fatal("host_oom", f"{who} killed by SIGKILL, likely the host's OOM killer", index, rank, host,
-                     group="launcher", evidence=line[:500])
+        return Fatal("host_oom", f"{who} killed by SIGKILL, likely the host's OOM killer (exit code {code})", index,
+                     rank, host, group="launcher", evidence=line[:500])
     if code < 0:
         import signal
 

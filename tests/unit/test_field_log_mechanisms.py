@@ -273,3 +273,23 @@ def test_a_key_value_line_without_the_word_loss_is_a_metric_line(line: str, key:
     log = tmp_path / "x.log"
     log.write_text(line + "\n")
     assert summarize(log, write=False)["metrics"][key]["last"] == pytest.approx(value)  # found by the body scan too
+
+
+def test_a_cpp_terminate_is_read_as_its_exception_and_bad_alloc_is_host_memory(tmp_path: Path) -> None:
+    text = ("2018-08-15 12:23:32.467195: epoch 21, step 40, loss = 0.29\n"
+            "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\nAborted\n")
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    s = summarize(log, write=False)
+    assert s["state"] == "FAILED" and s["cause"] == "host_oom" and "std::bad_alloc" in s["failure"]
+    remedy = prescribe(s, None)
+    assert remedy is not None and "memory" in remedy.text
+
+
+@pytest.mark.parametrize("line", ["Exited with code 137", "train_1 exited with code 137",
+                                  "Process finished with exit code 137"])
+def test_a_container_or_shells_exit_code_137_is_a_sigkill_that_names_the_code(line: str) -> None:
+    inferred = infer_end(line + "\n")
+    assert inferred is not None and inferred[0] == "FAILED"
+    (event,) = scan(line + "\n")
+    assert event.kind == "host_oom" and "SIGKILL" in event.headline and "137" in event.headline
