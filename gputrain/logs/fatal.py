@@ -59,6 +59,11 @@ _HYDRA_FATAL = "Error executing job with overrides"
 #: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …".
 _TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '(?P<name>[^']+)'")
 _WHAT_RE = re.compile(r"what\(\):\s*(?P<what>.*)")
+#: The child's end an echo carries (Python's ``CalledProcessError``: "returned non-zero exit status -11").
+_EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)")
+#: Windows' NTSTATUS codes a crashed process exits with (3221225477 = 0xC0000005).
+_WINDOWS_STATUS = {0xC0000005: "access violation", 0xC00000FD: "stack overflow", 0xC0000409: "stack buffer overrun",
+                   0xC000001D: "illegal instruction"}
 #: An exit code as a container runtime, CI or an IDE reports it ("Exited with code 137", "exit code 137").
 _EXIT_CODE_RE = re.compile(r"\bexit(?:ed)? with (?:exit )?code (-?\d+)|\bexit (?:code|status):? (-?\d+)", re.IGNORECASE)
 #: Other schedulers' verdicts (PBS/Torque, LSF): the same facts as Slurm's, in their words.
@@ -192,6 +197,9 @@ def _scan(text: str) -> list[Fatal]:
             found = _exception(index, rank, line, following)
             if found is not None:
                 out.append(found)
+                status = _EXIT_STATUS_RE.search(found.message or "") if found.group == "consequence" else None
+                if status:  # the echo still says how the child ended: that is the launcher's account
+                    out.append(_launcher_exit(index, rank, int(status.group(1)), None, line))
                 continue
         event = _event(index, rank, first, following)
         if event is not None:
@@ -361,7 +369,8 @@ def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, li
         group = "consequence" if name == "SIGTERM" else "launcher"
         return Fatal("signal", f"{who} killed by {name}", index, rank, host, group=group, evidence=line[:500])
     label = f"local_rank {rank}" if rank is not None else "a worker"
-    return Fatal("exit_code", f"{label} failed, exit code {code}", index, rank, host, group="launcher",
+    crash = f" (0x{code:X}, Windows: {_WINDOWS_STATUS[code]})" if code in _WINDOWS_STATUS else ""
+    return Fatal("exit_code", f"{label} failed, exit code {code}{crash}", index, rank, host, group="launcher",
                  evidence=line[:500])
 
 

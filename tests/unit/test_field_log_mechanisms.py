@@ -293,3 +293,17 @@ def test_a_container_or_shells_exit_code_137_is_a_sigkill_that_names_the_code(li
     assert inferred is not None and inferred[0] == "FAILED"
     (event,) = scan(line + "\n")
     assert event.kind == "host_oom" and "SIGKILL" in event.headline and "137" in event.headline
+
+
+@pytest.mark.parametrize(("line", "words", "kind"), [
+    ("subprocess.CalledProcessError: Command returned non-zero exit status -11", "SIGSEGV", "signal"),
+    ("subprocess.CalledProcessError: Command 'docker run x python train.py' returned non-zero exit status 137.",
+     "SIGKILL", "host_oom"),
+    ("subprocess.CalledProcessError: Command '['python.exe', 'train.py']' returned non-zero exit status 3221225477.",
+     "access violation", "exit_code"),
+])
+def test_the_exit_status_an_echo_carries_is_the_launchers_account(line: str, words: str, kind: str) -> None:
+    from gputrain.logs.verdict import choose
+
+    root = choose(scan(line + "\n"))
+    assert root is not None and root.kind == kind and words in root.headline

@@ -29,6 +29,7 @@ from gputrain.logs.summarize import summarize
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "field_logs"
 TRUTHS = sorted(CORPUS.glob("*.truth.json"))
 DIMENSIONS = ("state", "cause", "remedy", "metrics")
+SPLITS = ("dev", "heldout", "fresh", "wild", "wild2", "wild3", "wild4", "wild5", "wild6", "wild7")
 
 
 def headline_text(summary: dict[str, Any]) -> str:
@@ -77,6 +78,7 @@ def score(split: str) -> dict[str, tuple[int, int]]:
 
 def test_corpus_is_big_enough_and_split_before_scoring() -> None:
     splits = [json.loads(p.read_text(encoding="utf-8"))["split"] for p in TRUTHS]
+    assert set(splits) == set(SPLITS)  # a part no test scores would be a part nobody reads
     assert len(TRUTHS) >= 40
     assert splits.count("heldout") >= 10
     for path in TRUTHS:
@@ -93,7 +95,7 @@ def test_each_field_log(truth_path: Path) -> None:
     assert wrong == KNOWN_MISSES.get(name, []), f"{name}: wrong on {wrong}"
 
 
-@pytest.mark.parametrize("split", ["dev", "heldout", "fresh", "wild", "wild2", "wild3", "wild4", "wild5", "wild6"])
+@pytest.mark.parametrize("split", SPLITS)
 def test_score_at_least_95_percent_per_dimension(split: str) -> None:
     for dim, (right, scored) in score(split).items():
         assert scored == 0 or right / scored >= 0.95, f"{split} {dim}: {right}/{scored}"
@@ -104,7 +106,7 @@ KNOWN_MISSES: dict[str, list[str]] = {}
 
 
 if __name__ == "__main__":
-    for split in ("dev", "heldout", "fresh", "wild", "wild2", "wild3", "wild4", "wild5", "wild6"):
+    for split in SPLITS:
         print(split, {d: f"{r}/{n}" for d, (r, n) in score(split).items()})
     for path in TRUTHS:
         wrong = [d for d, right in judge(path).items() if right is False]
