@@ -307,3 +307,25 @@ def test_the_exit_status_an_echo_carries_is_the_launchers_account(line: str, wor
 
     root = choose(scan(line + "\n"))
     assert root is not None and root.kind == kind and words in root.headline
+
+
+def test_a_logger_box_of_rows_under_group_headings_is_read(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("------------------------\n| rollout/      |       |\n|    ep_rew_mean | -0.5 |\n"
+                   "| train/  |       |\n|    loss      | 20.1  |\n|    n_updates | 18    |\n----------------\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["rollout/ep_rew_mean"]["last"] == -0.5 and metrics["loss"]["last"] == pytest.approx(20.1)
+
+
+@pytest.mark.parametrize("row", [
+    "        2/3     0.698G     0.1626         24        256: 100%|##########| 3/3 [00:00<00:00,  5.17it/s]",
+    "        2/3     0.698G     0.1626         24        256: 100% 3/3 [00:41<00:00,  1.59s/it]",  # no bar, no "|"
+])
+def test_a_column_header_over_a_row_of_values_is_read_when_its_first_column_is_the_epoch(row: str,
+                                                                                          tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(f"\n      Epoch    GPU_mem       loss  Instances       Size\n{row}\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["loss"]["last"] == pytest.approx(0.1626) and metrics["epoch"]["last"] == 2
+    log.write_text(f"\n      Images    GPU_mem       loss  Instances       Size\n{row}\n")  # not an epoch table
+    assert "loss" not in summarize(log, write=False)["metrics"]
