@@ -28,6 +28,7 @@ _CONSEQUENCES = ("Connection closed by peer", "Connection reset by peer", "DistB
                  "Broken pipe", "recvBytes", "SIGTERM")
 _BOX_ROOT_RE = re.compile(r"Root Cause \(first observed failure\):.*?host\s*:\s*(\S+).*?rank\s*:\s*(\d+)"
                           r".*?exitcode\s*:\s*(-?\d+)", re.S)
+_NAME_END_RE = re.compile(r":(?=\s|$)")
 _SRUN_RE = re.compile(r"srun: error: (\S+): tasks? (\d+)(?:-\d+)?: (?:Exited with exit code (\d+)|Killed|.*)")
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _OOM_RE = re.compile(
@@ -69,9 +70,13 @@ def _cause(kind: str, headline: str, *, source: str = "log", **fields: Any) -> d
 
 
 def _exception_of(traceback: str) -> tuple[str, str]:
+    """(name, message) of a traceback's last line, split at the first colon that ends a word ("std::bad_alloc:
+    x" is C++'s ``std::bad_alloc``, not ``std``)."""
     last = traceback.rstrip().splitlines()[-1].strip() if traceback.strip() else ""
-    name, _, message = last.partition(":")
-    return name.strip(), message.strip()
+    split = _NAME_END_RE.search(last)
+    if split is None:
+        return last, ""
+    return last[: split.start()].strip(), last[split.end() :].strip()
 
 
 def _is_launcher(text: str) -> bool:
