@@ -31,6 +31,22 @@ TIME_FLOOR_S = 600  # start-up, data loading, the final evaluation and checkpoin
 _PLAIN = re.compile(r"\A[A-Za-z0-9_.:/+-]+\Z")
 
 
+#: Causes no recipe setting fixes, each with what a person does about it.
+_WITHOUT_A_SETTING = {
+    "disk_full": "the disk filled up (no space left, or the quota reached) while writing, most often a checkpoint: "
+                 "free disk space or point the output/checkpoint folder at a larger volume, and keep fewer "
+                 "checkpoints; rerun (it resumes from the newest complete checkpoint)",
+    "gpu_hardware": "a GPU hardware fault (uncorrectable ECC error, Xid, GPU fallen off the bus): nothing in the job "
+                    "causes it; rerun on another node or GPU (exclude this node) and report it to the admins",
+    "shm": "the data loader's workers ran out of shared memory (/dev/shm, where they pass batches): give the "
+           "container more (docker --shm-size, a larger /dev/shm) or lower train.num_workers",
+    "cuda_error": "a CUDA kernel fault (illegal memory access or a device-side assert, most often an index out of "
+                  "range: a label or token id past the number of classes or the vocabulary): rerun with "
+                  "CUDA_LAUNCH_BLOCKING=1 (--set env.CUDA_LAUNCH_BLOCKING=1) so the error names the operation that "
+                  "failed, and check the data's ids",
+}
+
+
 @dataclass
 class Remedy:
     kind: str  # the root cause's kind (cuda_oom, time_limit, ...)
@@ -70,6 +86,9 @@ def prescribe(summary: dict[str, Any], plan: JobPlan | None) -> Remedy | None:
         return _preempted(summary, plan)
     if kind == "cancelled":
         return None  # the user stopped it: nothing to fix
+    if kind in _WITHOUT_A_SETTING:
+        return Remedy(kind, _WITHOUT_A_SETTING[kind],
+                      overrides=["env.CUDA_LAUNCH_BLOCKING=1"] if kind == "cuda_error" else [])
     where = f" on rank {cause['rank']}" if cause.get("rank") is not None else ""
     return Remedy(kind, f"{cause.get('label') or kind}{where}: no setting fixes this; correct the cause shown in "
                   "the headline and traceback, then rerun (it resumes from the newest checkpoint)")

@@ -28,6 +28,7 @@ _CONSEQUENCES = ("Connection closed by peer", "Connection reset by peer", "DistB
                  "Broken pipe", "recvBytes", "SIGTERM")
 _BOX_ROOT_RE = re.compile(r"Root Cause \(first observed failure\):.*?host\s*:\s*(\S+).*?rank\s*:\s*(\d+)"
                           r".*?exitcode\s*:\s*(-?\d+)", re.S)
+_NAME_END_RE = re.compile(r":(?=\s|$)")
 _SRUN_RE = re.compile(r"srun: error: (\S+): tasks? (\d+)(?:-\d+)?: (?:Exited with exit code (\d+)|Killed|.*)")
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _OOM_RE = re.compile(
@@ -51,7 +52,9 @@ _UNITS = {"B": 1 / 2**30, "KiB": 1 / 2**20, "KB": 1e3 / 2**30, "MiB": 1 / 2**10,
           "GB": 1e9 / 2**30, "TiB": 1024.0, "TB": 1e12 / 2**30}
 LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail": "node failure",
           "device_oom": "accelerator out of memory", "vllm_engine": "vLLM engine died",
-          "fp16_overflow": "fp16 loss scale at its minimum"}
+          "fp16_overflow": "fp16 loss scale at its minimum", "disk_full": "disk full",
+          "gpu_hardware": "GPU hardware fault", "cuda_error": "CUDA kernel fault", "process_died": "a worker died",
+          "shm": "shared memory (/dev/shm) full"}
 
 
 def _gib(value: str | None, unit: str | None) -> float | None:
@@ -67,9 +70,13 @@ def _cause(kind: str, headline: str, *, source: str = "log", **fields: Any) -> d
 
 
 def _exception_of(traceback: str) -> tuple[str, str]:
+    """(name, message) of a traceback's last line, split at the first colon that ends a word ("std::bad_alloc:
+    x" is C++'s ``std::bad_alloc``, not ``std``)."""
     last = traceback.rstrip().splitlines()[-1].strip() if traceback.strip() else ""
-    name, _, message = last.partition(":")
-    return name.strip(), message.strip()
+    split = _NAME_END_RE.search(last)
+    if split is None:
+        return last, ""
+    return last[: split.start()].strip(), last[split.end() :].strip()
 
 
 def _is_launcher(text: str) -> bool:

@@ -10,7 +10,16 @@ Every line of the log's tail is first stripped of what launchers, loggers and vi
 - what a scheduler or launcher says about the job (``*** JOB 12 ON n1 CANCELLED AT … DUE TO TIME LIMIT ***``,
   ``Detected 1 oom-kill event``, ``srun: error: n1: task 0: Killed``, torchrun's ``failed (exitcode: -9)
   local_rank: 3`` and its "Root Cause" box, PBS/LSF limits, the shell's ``Killed``, a segfault), NCCL watchdog
-  timeouts, vLLM's ``EngineCore encountered a fatal error``.
+  timeouts, vLLM's ``EngineCore encountered a fatal error``;
+- a CUDA fault wherever a line reports it (a logger's ``<class 'RuntimeError'> … - CUDA error: an illegal memory
+  access``, a kernel's ``Assertion `srcIndex < srcSelectDimSize` failed.`` printed onto a progress bar, the NCCL
+  watchdog's ``terminated with exception: CUDA error: uncorrectable ECC error``), an exception quoted inside another
+  message (``raised the following async exception: NCCL error: …``), a framework's word that a worker died.
+
+Kinds come from words, checked in this order: a full disk (``No space left on device``, ``Disk quota exceeded``,
+``file write failed``: TensorFlow reports a full disk as ``ResourceExhaustedError``, which is not memory), a GPU
+hardware fault (ECC, Xid, "fallen off the bus"), a CUDA kernel fault (illegal memory access, device-side assert),
+then out of memory.
 
 An exception that is the echo of another rank's failure (gloo "Connection closed by peer", SIGTERM sent by the
 launcher, ``ChildFailedError``, accelerate's ``CalledProcessError``, vLLM's ``EngineDeadError`` "see above") is a
@@ -46,9 +55,21 @@ _KILLED_RE = re.compile(r"^(?:Killed|.*line \d+:\s+\d+ Killed(?:\s+.*)?)$")
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
+_HYDRA_FATAL = "Error executing job with overrides"
+#: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …".
+_TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '(?P<name>[^']+)'")
+_WHAT_RE = re.compile(r"what\(\):\s*(?P<what>.*)")
+#: The child's end an echo carries (Python's ``CalledProcessError``: "returned non-zero exit status -11").
+_EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)")
+#: Windows' NTSTATUS codes a crashed process exits with (3221225477 = 0xC0000005).
+_WINDOWS_STATUS = {0xC0000005: "access violation", 0xC00000FD: "stack overflow", 0xC0000409: "stack buffer overrun",
+                   0xC000001D: "illegal instruction"}
+#: An exit code as a container runtime, CI or an IDE reports it ("Exited with code 137", "exit code 137").
+_EXIT_CODE_RE = re.compile(r"\bexit(?:ed)? with (?:exit )?code (-?\d+)|\bexit (?:code|status):? (-?\d+)", re.IGNORECASE)
 #: Other schedulers' verdicts (PBS/Torque, LSF): the same facts as Slurm's, in their words.
 _OTHER_LIMITS = (
-    (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime"), "time_limit", "TIMEOUT",
+    (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime|exceeded (?:hard )?wall ?clock "
+                r"(?:limit|time)", re.IGNORECASE), "time_limit", "TIMEOUT",
      "the scheduler stopped the job at its time limit"),
     (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit"), "host_oom", "FAILED",
      "the scheduler killed the job at its memory limit"),
@@ -59,6 +80,28 @@ _CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal i
 _CONSEQUENCES = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "SIGTERM",
                  "See stack trace (above)", "returned non-zero exit status", "terminate called")
 _CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError")
+#: A message that sends the reader to an earlier error ("Please inspect the previous error messages for a cause")
+#: is an echo; what it lists as possible causes ("an error such as OOM") is no evidence of one.
+_POINTS_BACK_RE = re.compile(r"\b(?:see|inspect|check)\b[^.]{0,40}?\b(?:above|previous|earlier)\b", re.IGNORECASE)
+_DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|\bENOSPC\b|StorageFull|"
+                      r"file write failed", re.IGNORECASE)
+#: The data loader's workers share tensors through /dev/shm: when it is full they die of SIGBUS.
+_SHM_RE = re.compile(r"shared memory|\(shm\)|DataLoader worker.{0,60}Bus error", re.IGNORECASE)
+_GPU_HARDWARE_RE = re.compile(r"\bECC error|ECC_UNCORRECTABLE|fallen off the bus|\bXid\b", re.IGNORECASE)
+_CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert triggered|misaligned address|"
+                            r"unspecified launch failure|"
+                            r"illegal instruction was encountered|cudaErrorIllegalAddress|"
+                            r"(?:CUBLAS|CUDNN)_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR)", re.IGNORECASE)
+#: Where a line reports a CUDA fault outside an exception line (a logger's own format, a kernel's assert).
+_CUDA_IN_LINE_RE = re.compile(r"CUDA error: .*|CUDA_ERROR_\w+.*|\bcudaError\w+.*")
+_ASSERT_RE = re.compile(r"[Aa]ssertion `[^`']{1,200}[`'](?: failed\.?)?")  # CUDA's `x`, ROCm's `x'
+#: A warning is not fatal by definition (c10's "Warning: CUDA warning: driver shutting down" at teardown).
+_WARNING_RE = re.compile(r"\b[Ww]arning:")
+#: "… raised the following async exception: NCCL error: …", "… terminated with exception: …".
+_QUOTED_EXC_RE = re.compile(r"\bexception: (?P<message>\S.*)$", re.IGNORECASE)
+#: A framework's word that a worker process died (Ray: "A worker died or was killed while executing a task").
+_DIED_RE = re.compile(r"\b(?:worker|process|actor)\b[^.]{0,40}?\b(?:died|was killed|exited unexpectedly)\b",
+                      re.IGNORECASE)
 OOM_KINDS = ("cuda_oom", "device_oom", "host_oom")
 
 
@@ -67,7 +110,8 @@ class Fatal:
     """One event that can end a job, with where it was seen (line index in the text read)."""
 
     kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
-    #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code
+    #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code, disk_full, gpu_hardware, cuda_error,
+    #            process_died, shm
     headline: str
     line: int
     rank: int | None = None
@@ -81,20 +125,29 @@ class Fatal:
 
 
 _OOM_RE = re.compile(r"out of memory|OutOfMemory|\bOOM\b|ResourceExhausted|RESOURCE_EXHAUSTED|Resource exhausted|"
-                     r"(?:cannot|can't|failed to) allocate|MemoryError", re.IGNORECASE)
-_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory")
+                     r"(?:cannot|can't|failed to) allocate|MemoryError|bad_alloc", re.IGNORECASE)
+_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory|std::bad_alloc")
 
 
-def _kind_of(name: str, message: str) -> str:
+def _kind_of(name: str, message: str, echo: bool = False) -> str:
     """The cause an exception shows, from words every framework uses (out of memory, allocate, OOM, loss
-    scale), not from one library's message: CUDA's, XLA's, TensorFlow's and Paddle's OOMs all read as OOM."""
-    text = f"{name}: {message}"
+    scale), not from one library's message: CUDA's, XLA's, TensorFlow's and Paddle's OOMs all read as OOM.
+    An ``echo`` (a message that points back to an earlier error) is read by its name only."""
+    text = f"{name}: {message}" if not echo else name
+    if _DISK_RE.search(text):
+        return "disk_full"
+    if _GPU_HARDWARE_RE.search(text):
+        return "gpu_hardware"
+    if _CUDA_FAULT_RE.search(text):
+        return "cuda_error"
     if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
         return "fp16_overflow"
     if "EngineDeadError" in name:
         return "vllm_engine"
     if name.endswith("KeyboardInterrupt"):
         return "cancelled"
+    if _SHM_RE.search(text):
+        return "shm"
     if "DataLoader worker" in text and ("exited unexpectedly" in text or "Killed" in text):
         return "host_oom"
     if _OOM_RE.search(text):
@@ -111,8 +164,9 @@ def _exception(index: int, rank: int | None, text: str, following: str) -> Fatal
     name, message = match.group("name"), (match.group("message") or "").strip()
     if not message and following and not following.startswith(("Traceback", "File ", " ")):
         message = following.strip()  # "torch.OutOfMemoryError:" with the message on the next line
-    consequence = any(m in message for m in _CONSEQUENCES) or any(n in name for n in _CONSEQUENCE_NAMES)
-    kind = _kind_of(name, message)
+    echo = bool(_POINTS_BACK_RE.search(message))
+    consequence = echo or any(m in message for m in _CONSEQUENCES) or any(n in name for n in _CONSEQUENCE_NAMES)
+    kind = _kind_of(name, message, echo)
     headline = f"{name}: {message[:200]}" if message else name
     return Fatal(kind, headline, index, rank, exception=name, message=message,
                  group="consequence" if consequence else "worker", evidence=text[:500])
@@ -143,8 +197,11 @@ def _scan(text: str) -> list[Fatal]:
             found = _exception(index, rank, line, following)
             if found is not None:
                 out.append(found)
+                status = _EXIT_STATUS_RE.search(found.message or "") if found.group == "consequence" else None
+                if status:  # the echo still says how the child ended: that is the launcher's account
+                    out.append(_launcher_exit(index, rank, int(status.group(1)), None, line))
                 continue
-        event = _event(index, rank, first)
+        event = _event(index, rank, first, following)
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
@@ -177,7 +234,7 @@ def _last_progress(lines: list[str]) -> dict[int | None, int]:
     return last
 
 
-def _event(index: int, rank: int | None, line: str) -> Fatal | None:
+def _event(index: int, rank: int | None, line: str, following: str = "") -> Fatal | None:
     """A scheduler's, launcher's or library's own words about the end of a job (not an exception line)."""
     if "***" in line and "CANCELLED AT" in line:
         match = _SLURM_RE.search(line)
@@ -192,7 +249,7 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
     if "oom" in low or "out of memory" in low:
         match = _OOM_KILL_RE.search(line)
         if match:
-            return Fatal("host_oom", f"killed by the host's OOM killer ({match.group(0)})", index, rank,
+            return Fatal("host_oom", f"out of host memory: killed by the OOM killer ({match.group(0)})", index, rank,
                          group="worker", evidence=line[:500])
         if "OOMKilled" in line or classify_line(line) == "host_oom":  # Kubernetes, the kernel's own line
             return Fatal("host_oom", f"killed by the host's OOM killer ({line.strip()[:200]})", index, rank,
@@ -234,8 +291,45 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
         match = _WATCHDOG_RE.search(line)
         if match:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
+    if line.startswith("terminate called after"):
+        thrown = _TERMINATE_RE.match(line)
+        if thrown:
+            said = _WHAT_RE.search(following)
+            message = said.group("what").strip() if said else ""
+            name = thrown.group("name")
+            kind = _kind_of(name, message)
+            # an unknown C++ exception at exit is most often the echo of an error already reported above
+            return Fatal(kind, f"{name}: {message[:200]}" if message else name, index, rank, exception=name,
+                         message=message, group="worker" if kind != "exception" else "consequence",
+                         evidence=line[:500])
+    if "xit" in line and ("code" in line or "status" in line):
+        exited = _EXIT_CODE_RE.search(line)
+        number = next((int(g) for g in exited.groups() if g is not None), 0) if exited else 0
+        if number:
+            return _launcher_exit(index, rank, number, None, line)
+    if line.startswith(_HYDRA_FATAL):  # Hydra's account of the job: its message follows (or a traceback does)
+        message = following.strip() if following.strip() and not following.startswith("Traceback") else line
+        return Fatal("exception", message[:300], index, rank, message=message, group="launcher", evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
+    fault = _cuda_fault(index, rank, line)
+    if fault is not None:
+        return fault
+    if ("Xid" in line or "fallen off the bus" in line) and _GPU_HARDWARE_RE.search(line):  # the driver's (dmesg)
+        return Fatal("gpu_hardware", f"GPU hardware fault: {line.strip()[:200]}", index, rank, evidence=line[:500])
+    if "xception: " in line and not _WARNING_RE.search(line):
+        quoted = _QUOTED_EXC_RE.search(line)
+        if quoted:
+            message = quoted.group("message")
+            kind = _kind_of("", message)
+            if kind != "exception" or _EXC_RE.match(message):
+                return Fatal(kind, message[:300], index, rank, message=message, evidence=line[:500])
+    if "died" in line or "killed" in line or "unexpectedly" in line:
+        died = _DIED_RE.search(line)
+        if died:  # the sentence that says so, from its start (after a logger's "file.py:12 -- ")
+            begin = max(line.rfind(". ", 0, died.start()) + 2, line.rfind(" -- ", 0, died.start()) + 4, 0)
+            sentence = line[begin:].split(". ")[0].strip()
+            return Fatal("process_died", f"a worker died: {sentence[:200]}", index, rank, evidence=line[:500])
     if "return code" in line:
         match = _DS_LAUNCHER_RE.search(line)
         if match and match.group(1) != "0":
@@ -243,11 +337,28 @@ def _event(index: int, rank: int | None, line: str) -> Fatal | None:
     return None
 
 
+def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:
+    """A CUDA error or a kernel's failed assertion reported in a line that is no exception line (nor a warning)."""
+    if "ssertion `" in line:
+        match = _ASSERT_RE.search(line)
+        if match:
+            return Fatal("cuda_error", f"CUDA device-side assertion failed: {match.group(0)[:200]}", index, rank,
+                         evidence=line[:500])
+    if ("CUDA" in line or "cudaError" in line) and not _WARNING_RE.search(line):
+        match = _CUDA_IN_LINE_RE.search(line)
+        if match:
+            text = match.group(0)
+            kind = _kind_of("", text)
+            kind = "cuda_oom" if kind in OOM_KINDS else kind if kind != "exception" else "cuda_error"
+            return Fatal(kind, text[:300], index, rank, message=text, evidence=line[:500])
+    return None
+
+
 def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, line: str) -> Fatal:
     who = f"rank {rank}" if rank is not None else "a worker"
     if code in (-9, 137):
-        return Fatal("host_oom", f"{who} killed by SIGKILL, likely the host's OOM killer", index, rank, host,
-                     group="launcher", evidence=line[:500])
+        return Fatal("host_oom", f"{who} killed by SIGKILL, likely the host's OOM killer (exit code {code})", index,
+                     rank, host, group="launcher", evidence=line[:500])
     if code < 0:
         import signal
 
@@ -258,13 +369,17 @@ def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, li
         group = "consequence" if name == "SIGTERM" else "launcher"
         return Fatal("signal", f"{who} killed by {name}", index, rank, host, group=group, evidence=line[:500])
     label = f"local_rank {rank}" if rank is not None else "a worker"
-    return Fatal("exit_code", f"{label} failed, exit code {code}", index, rank, host, group="launcher",
+    crash = f" (0x{code:X}, Windows: {_WINDOWS_STATUS[code]})" if code in _WINDOWS_STATUS else ""
+    return Fatal("exit_code", f"{label} failed, exit code {code}{crash}", index, rank, host, group="launcher",
                  evidence=line[:500])
 
 
 def _boxes(text: str, end: int) -> list[Fatal]:
-    """torchrun's ``ChildFailedError`` box: the "Root Cause" entry, else any failure that was not a SIGTERM."""
+    """torchrun's ``ChildFailedError`` box: the "Root Cause" entry, else any failure that was not a SIGTERM.
+    A box shown without its header (a paste that starts inside it) is found by its "Root Cause" line."""
     start = text.rfind("ChildFailedError")
+    if start == -1:
+        start = text.rfind("Root Cause (first observed failure)")
     if start == -1:
         return []
     box = text[start:]

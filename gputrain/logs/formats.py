@@ -106,6 +106,10 @@ def parse_json(text: str) -> LogRecord | None:
     for key, value in obj.items():
         if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
             values[ALIASES.get(key, key)] = float(value)
+        elif isinstance(key, str) and isinstance(value, str) and len(value) < 32:  # fairseq: "train_loss": "506.1"
+            number = finite(value)
+            if number is not None:
+                values[ALIASES.get(key, key)] = number
     if not values:
         return None
     step = values.pop("step", None)
@@ -174,7 +178,11 @@ def parse_tqdm(text: str, match: re.Match[str]) -> LogRecord:
         if key != "v_num" and number is not None:
             values[ALIASES.get(key, key)] = number
     n, total = int(match.group("n")), int(match.group("total"))
-    training = not desc or desc.startswith("Epoch") or any(w in desc.lower() for w in ("train", "step", "iter"))
+    # A bar is training unless its name says otherwise (data loading, tokenizing); fairseq-style "epoch 001"
+    # and a bar that shows a loss are training whatever they are called.
+    low = desc.lower()
+    training = (not desc or low.startswith("epoch") or any(w in low for w in ("train", "step", "iter"))
+                or any("loss" in key.lower() for key in values))
     if desc.startswith(_EVAL_BARS) or not training:  # data loading, tokenizing, evaluation bars
         return _record("tqdm", text, {}, kind="text")
     fmt, step = "tqdm", n
@@ -244,6 +252,10 @@ def parse_special(text: str) -> LogRecord | None:
     return None
 
 
+#: What makes a ``key value`` line a metric line without a step: a loss, reward, cross-entropy, perplexity or accuracy.
+_MEASURE_RE = re.compile(r"loss|reward|xent|ppl|perplexity|nll|acc")
+
+
 def parse_kv(text: str) -> LogRecord | None:
     """Generic ``key value`` / ``key: value`` / ``key=value`` lines (nanoGPT, torchtitan and the like)."""
     values: dict[str, float] = {}
@@ -264,7 +276,7 @@ def parse_kv(text: str) -> LogRecord | None:
         elif low == "memory" and unit in ("GiB", "GB"):
             key = "gpu_mem_gib"
         values[ALIASES.get(key, key)] = number
-    if not any("loss" in k or "reward" in k for k in values) and (step is None or not values):
+    if not any(_MEASURE_RE.search(k.lower()) for k in values) and (step is None or not values):
         return None
     return _record("kv", text, values, step=step)
 

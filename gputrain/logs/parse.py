@@ -25,6 +25,11 @@ _PREFIX_RE = re.compile(r"\[(?:[A-Za-z_]*?)(\d+)\]:\s?")  # [default0]: [trainer
 _MID_PREFIX_RE = re.compile(r"\[(?:default|rank)\d+\]:")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RAY_RE = re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*")  # Ray actors' prefix (verl)
+#: Words of a ``key: value`` metric line (the generic parser is tried only on lines with one): OpenNMT's
+#: ``Step 2650/200000; acc: 32.97; ppl: 46.77; xent: 3.85`` carries no "loss".
+_KV_WORDS = ("oss", "step", "Step", "iter", "reward", "ppl", "xent", "acc")
+#: Python logging's default format (``logging.basicConfig()``): ``INFO:tensorflow:loss = 2.3, step = 1``.
+_PY_LOGGING_RE = re.compile(r"^(?:INFO|DEBUG|WARNING|ERROR|CRITICAL):[\w.]+:")
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXC_LINE_RE = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*|:)?$")
 
@@ -79,9 +84,13 @@ def _parse_text(text: str) -> LogRecord:
     stripped = text.lstrip()
     if stripped.startswith("("):
         stripped = _RAY_RE.sub("", stripped, count=1)
+    elif stripped[:1] in "IDWEC" and ":" in stripped[:10]:
+        stripped = text = _PY_LOGGING_RE.sub("", stripped, count=1)
     record: LogRecord | None = None
     if stripped.startswith('{"'):
         record = formats.parse_json(stripped)
+    elif '{"' in stripped:  # a JSON record after a prefix: fairseq's "... | train | {...}", Detectron's "json_stats: {"
+        record = formats.parse_json(stripped[stripped.index('{"') :])
     elif "{'" in stripped:
         record = formats.parse_hf(stripped[stripped.index("{'") :])
     elif stripped.startswith("step"):
@@ -100,7 +109,7 @@ def _parse_text(text: str) -> LogRecord:
         record = formats.parse_rich_bar(stripped)
     if record is None and ("=" in text or "throughput" in text or "train loss" in text or "time (ms)" in text):
         record = formats.parse_special(stripped)
-    if record is None and ("oss" in text or "step" in text or "iter" in text or "reward" in text):
+    if record is None and any(word in text for word in _KV_WORDS):
         record = formats.parse_kv(text)
     if record is None:
         record = LogRecord("text", text, event=classify_line(text))

@@ -23,7 +23,8 @@ _PREFIXES = [re.compile(p) for p in (
     # timestamps, then a level, or a logger name where it is bracketed or followed by " - " (another bare word
     # is the message: "Signal 9 (SIGKILL) received by PID 7", "RuntimeError: x")
     r"^\[?\d{4}-\d\d-\d\d[ T][\d:.,]+\]?\s*(?:-\s*)?"
-    r"(?:\[\w+\]\s*-?\s*|\w+\s+-\s*|(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG|FATAL)\b:?\s*)?(?:\[[^\]]*\]\s*)*",
+    r"(?:\[(?![A-Za-z_]*\d+\]:)\w+\]\s*-?\s*|\w+\s+-\s*|(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG|FATAL)\b:?\s*)?"
+    r"(?:\[(?![A-Za-z_]*\d+\]:)[^\]]*\]\s*)*",  # ... but not a rank prefix after it: "2024-11-20 14:37:16 [rank3]: x"
     r"^\d\d/\d\d \d\d:\d\d:\d\d - \S+ - \w+ - ",  # mmengine
 )]
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from gputrain.errors import LogError
 from gputrain.logs.parse import LogParser, parse_line
 from gputrain.logs.record import LogRecord
 from gputrain.logs.stats import MetricTable
+from gputrain.logs.tables import TableRows
 
 CHUNK_BYTES = 8 << 20
 TAIL_BYTES = 64 << 10
@@ -44,8 +46,10 @@ DENSITY_WINDOW = 64 << 10
 MAP_MIN_BYTES = 4 << 20  # this many new bytes or more are searched in place (mmap), not copied
 ALWAYS_NEEDLES = (b"{", b"|", b"Traceback (most recent call last)")
 #: Needles switched on when a probe sees them (metric formats without ``{`` or ``|``).
-PROBED_NEEDLES = (b"loss", b"Loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ")
+PROBED_NEEDLES = (b"loss", b"Loss", b"step:", b"skipped=", b"throughput", b"time (ms)", b"reward", b"Epoch ", b"Step ")
 _TB_START = b"Traceback (most recent call last):"
+#: Switched on by a column header whose next line is a row (:mod:`gputrain.logs.tables`): the rows' bar ending.
+ROW_NEEDLE = "it]"
 Buffer = bytes | bytearray | mmap.mmap
 
 class LogScanner:
@@ -75,6 +79,7 @@ class LogScanner:
         self.needles: list[str] = []
         self.dense_chunks = 0
         self.exact = True
+        self.tables = TableRows()  # not saved: a resumed scan learns the current table group again
 
     # -- persistence -------------------------------------------------------------------------------------
     _FIELDS = ("rank", "offset", "inode", "skipping", "implicit_step", "last_step", "epoch_x", "last_epoch", "progress",
@@ -211,8 +216,9 @@ class LogScanner:
             starts = self._thin(starts, found)
         for start in starts:
             end = found[start]
-            if buf.find(b"Traceback (most", start, end) == -1:
-                self._take_line(bytes(buf[start : min(end, start + MAX_CARRY)]))
+            at = buf.find(b"Traceback (most", start, end)
+            self._take_line(bytes(buf[start : min(end, start + MAX_CARRY)]), at - start if at != -1 else -1,
+                            (buf, lo, start))
 
     def _thin(self, starts: list[int], found: dict[int, int]) -> list[int]:
         """A large file's chunk with more metric lines than a dense chunk's sample: the same sample of them
@@ -253,8 +259,8 @@ class LogScanner:
             stop = hi if stop == -1 else stop
             read += stop - start
             line = bytes(buf[start : min(stop, start + MAX_CARRY)])
-            if line and b"Traceback (most" not in line:
-                self._take_line(line)
+            if line:
+                self._take_line(line, line.find(b"Traceback (most"))
         self.table.skipped += (hi - lo) - read
 
     def _probe(self, buf: Buffer, lo: int, hi: int) -> None:
@@ -273,10 +279,45 @@ class LogScanner:
                 if not covered and parse_line(line.decode("utf-8", "replace")).kind == "metrics":
                     self.needles.append(name)
                     break
+                if name == "Epoch " and ROW_NEEDLE not in self.needles and end < hi:
+                    # a column header ("Epoch GPU_mem box obj ..."): its rows end in a bar's "s/it]" or "it/s]"
+                    below = bytes(buf[end + 1 : (buf.find(b"\n", end + 1, hi) + 1 or hi)]).decode("utf-8", "replace")
+                    if TableRows().read(below, partial(str, line.decode("utf-8", "replace"))):
+                        self.needles.append(ROW_NEEDLE)
                 pos = buf.find(needle, end, hi)
 
-    def _take_line(self, raw: bytes) -> None:
-        self.add_record(parse_line(raw.decode("utf-8", "replace")))
+    def _take_line(self, raw: bytes, traceback_at: int = -1, where: tuple[Buffer, int, int] | None = None) -> None:
+        """One metric line. A traceback's first line is the traceback's (assembled apart), except what stands
+        before it: a progress bar that a rank's ``[rank3]: Traceback`` was printed onto is still a bar. A line
+        no format reads may be a table's row (:mod:`gputrain.logs.tables`); ``where`` (buffer, its start, the
+        line's start) finds the line above it, for a column header."""
+        if traceback_at != -1:
+            raw = raw[:traceback_at]
+        if not raw.strip():
+            return
+        text = raw.decode("utf-8", "replace")
+        record = parse_line(text)
+        if record.kind not in ("metrics", "progress"):
+            above = (lambda: _line_above(*where)) if where is not None else None
+            record = self.tables.read(text, above) or record
+        self.add_record(record)
+
+    def provisional(self) -> LogScanner:
+        """This scanner with the unfinished last line read as if it were complete, for a summary only: a live
+        log's newest progress bar has no newline yet (tqdm redraws it after ``\\r``), and a summary must show
+        it. A value at the very end may still be being written ("loss 0.0" of "loss 0.0100"): it is left out. The
+        saved state keeps the line as a partial one, so the next scan completes it, never twice."""
+        text = self.carry.decode("utf-8", "replace").rstrip()
+        if text[-1:].isalnum() or text.endswith("."):  # its last value may still be being written: "loss 0.0"
+            text = text[: max(0, *(text.rfind(c) for c in " ,=:|"))]
+        if self.skipping or not text.strip():
+            return self
+        record = parse_line(text)
+        if record.kind not in ("metrics", "progress"):
+            return self
+        view = LogScanner.from_json(self.to_json())
+        view.add_record(record)
+        return view
 
     def _take_traceback(self, buf: Buffer, start: int, hi: int) -> None:
         """Assemble the traceback that starts at ``start`` (other ranks' lines may interleave)."""
@@ -393,6 +434,20 @@ class LogScanner:
             if record.kind == "traceback":
                 tracebacks.append({"rank": record.rank, "text": record.text[-20000:]})
         return events, tracebacks
+
+
+def _line_above(buf: Buffer, lo: int, start: int) -> str:
+    """The nearest non-blank line before the line at ``start`` (within ``buf[lo:]``), as text."""
+    end = start - 1
+    for _ in range(3):
+        if end <= lo:
+            return ""
+        begin = buf.rfind(b"\n", lo, end) + 1 or lo
+        line = bytes(buf[begin:end])
+        if line.strip():
+            return line.decode("utf-8", "replace")
+        end = begin - 1
+    return ""
 
 
 def _line_at(buf: Buffer, pos: int, found: dict[int, int], lo: int, hi: int) -> int:

@@ -154,7 +154,7 @@ def summarize(
         events, _, _ = _events(scanners)
         end_state, cause = classify_failure(exit_code, events, markers_in(job_dir))
         prior_final = {"state": end_state, "exit_code": exit_code, "cause": cause, "end": now}
-    summary = _build(path, job_dir, scanners, cursor, plan, prior_final, state, now)
+    summary = _build(path, job_dir, [s.provisional() for s in scanners], cursor, plan, prior_final, state, now)
     if write and job_dir is not None:
         new_state = {
             "version": STATE_VERSION,

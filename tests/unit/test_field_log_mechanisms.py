@@ -1,0 +1,331 @@
+"""The mechanisms the ``wild`` field logs showed missing (#30), one per test, on lines of the shapes those logs have.
+
+Each mechanism is general (words and shapes every framework prints), not a rule keyed on one log's text: a CUDA
+fault reported anywhere in a line, a full disk whatever raised it, an exception quoted inside another message,
+torchrun's box seen without its header, a framework's "worker died" line, a trainer's own word that it finished,
+a progress bar that a traceback was printed onto, and the unfinished last line of a live log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gputrain.doctor import prescribe
+from gputrain.logs.fatal import scan
+from gputrain.logs.summarize import summarize
+from gputrain.logs.verdict import infer_end
+
+
+def _kinds(text: str) -> list[tuple[str, str]]:
+    return [(e.kind, e.headline) for e in scan(text)]
+
+
+@pytest.mark.parametrize(("line", "kind", "words"), [
+    ("06/26 18:54:31 [ERROR] trainer - <class 'RuntimeError'> at trainer.py:101 - CUDA error: an illegal memory "
+     "access was encountered", "cuda_error", "illegal memory access"),
+    ("  6%|▋  | 89/1398 [1:32:11<25:28:13, 70.05s/it]../aten/src/ATen/native/cuda/Indexing.cu:1284: "
+     "indexSelectLargeIndex: block: [134,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+     "cuda_error", "srcIndex < srcSelectDimSize"),
+    ("[Rank 1] NCCL watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered",
+     "gpu_hardware", "uncorrectable ECC error"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "gpu_hardware", "ECC"),
+])
+def test_a_cuda_fault_anywhere_in_a_line_is_a_fatal_event(line: str, kind: str, words: str) -> None:
+    found = _kinds(line)
+    assert found and found[0][0] == kind and words in found[0][1], found
+
+
+@pytest.mark.parametrize("line", [
+    "OSError: [Errno 28] No space left on device",
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: models/x/part-00000; No space left on device",
+    "OSError: [Errno 122] Disk quota exceeded",
+    "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file data/228: "
+    "file write failed",
+])
+def test_a_full_disk_is_its_own_cause_not_memory_and_the_remedy_says_disk(line: str, tmp_path: Path) -> None:
+    assert _kinds(line)[0][0] == "disk_full"
+    log = tmp_path / "x.log"
+    log.write_text(line + "\n")
+    remedy = prescribe(summarize(log, write=False), None)
+    assert remedy is not None and "disk" in remedy.text and "batch" not in remedy.text
+
+
+def test_oom_named_only_as_a_possibility_in_an_echo_is_not_an_oom() -> None:
+    line = ("TrainingFailedError: The Ray Train run failed. Please inspect the previous error messages for a cause. "
+            "After fixing the issue (assuming that the error is not caused by your own application logic, but "
+            "rather an error such as OOM), you can restart the run from scratch or continue this run.")
+    ((kind, headline),) = _kinds(line)
+    assert kind == "exception" and headline.startswith("TrainingFailedError")
+
+
+def test_an_exception_quoted_inside_another_message_is_read() -> None:
+    text = ("Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1000000) raised the "
+            "following async exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. \n")
+    found = scan(text)
+    assert found[0].kind == "nccl" and found[0].headline.startswith("NCCL error: unhandled system error")
+
+
+def test_torchruns_box_counts_without_its_header() -> None:
+    box = ("------------------------------------------------------------\nRoot Cause (first observed failure):\n[0]:\n"
+           "  time      : 2024-03-05_07:01:51\n  host      : node7\n  rank      : 0 (local_rank: 0)\n"
+           "  exitcode  : 1 (pid: 69811)\n  error_file: <N/A>\n")
+    found = scan(box)
+    assert [(e.kind, e.rank, e.host) for e in found] == [("exit_code", 0, "node7")]
+    assert infer_end(box) is not None and infer_end(box)[0] == "FAILED"  # type: ignore[index]
+
+
+def test_a_framework_saying_a_worker_died_is_the_fatal_event_before_the_echo() -> None:
+    text = ("2023-01-17 17:21:35,472\tWARNING worker.py:1829 -- A worker died or was killed while executing a task by "
+            "an unexpected system error. To troubleshoot the problem, check the logs for the dead worker.\n"
+            "ray.exceptions.RayTaskError(RuntimeError): ray::TrainTrainable.train() (pid=1876)\n")
+    found = scan(text)
+    assert found[0].kind == "process_died" and "worker died" in found[0].headline
+
+
+@pytest.mark.parametrize("end", ["[INFO] Reached max_steps (1635), stopping training.",
+                                 "***** train metrics *****", "Training completed. Do not forget to share your model"])
+def test_a_trainers_own_word_that_it_finished_is_completed(end: str) -> None:
+    inferred = infer_end(f"step 10 loss 2.0\n{end}\n")
+    assert inferred is not None and inferred[0] == "COMPLETED"
+
+
+def test_a_bar_that_a_traceback_was_printed_onto_still_counts(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("Epoch 0:  16%|█▌  | 7395/45743 [13:13:43<68:36:00,  6.44s/it, train_loss: 0.084, avg_loss: 0.080]"
+                   "[rank3]: Traceback (most recent call last):\n[rank3]:   File \"t.py\", line 5, in <module>\n"
+                   "[rank3]: OSError: [Errno 5] Input/output error: '/app/x'\n")
+    s = summarize(log, write=False)
+    assert s["metrics"]["train_loss"]["last"] == pytest.approx(0.084) and "Input/output error" in s["failure"]
+
+
+def test_the_unfinished_last_line_of_a_live_log_counts_and_is_read_again_when_complete(tmp_path: Path) -> None:
+    from gputrain.logs.scan import LogScanner
+
+    log = tmp_path / "training_output.log"
+    log.write_text("step 1 | loss 2.0\n 45%|████  | 45/100 [00:10<00:12, 4.5it/s, loss=nan]")  # no newline yet
+    s = summarize(log, write=False)
+    assert s["metrics"]["loss"]["nonfinite"] and "loss" in " ".join(s["alerts"])
+    scanner = LogScanner(log)
+    scanner.scan()
+    assert scanner.provisional().table.metrics["loss"].count == 2
+    saved = LogScanner.from_json(scanner.to_json())  # what a job folder's state file keeps: the line still partial
+    assert saved.table.metrics["loss"].count == 1
+    with log.open("a") as fh:
+        fh.write("\r 46%|████  | 46/100 [00:10<00:12, 4.5it/s, loss=1.5]\n")
+    saved.scan()  # completed once, not counted twice
+    assert saved.table.metrics["loss"].count == 2 and saved.table.metrics["loss"].last[1] == pytest.approx(1.5)
+    log.write_text("step 1 | loss 2.0\nstep 2 | loss 0.0")  # a value still being written: left out
+    cut = LogScanner(log)
+    cut.scan()
+    assert cut.provisional().table.metrics["loss"].count == 1
+
+
+def test_a_fairseq_style_lowercase_epoch_bar_with_a_loss_is_training(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("epoch 001:  37%|█  | 521/1426 [02:47<04:46,  3.16it/s, loss=0.138, accuracy=0.98125, ups=3.16]\n"
+                   "Map: 100%|██████████| 11720/11720 [00:06<00:00, 1720.59 examples/s]\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["loss"]["last"] == pytest.approx(0.138) and metrics["accuracy"]["last"] == pytest.approx(0.98125)
+
+
+def test_a_rank_prefix_after_a_timestamp_still_comes_off() -> None:
+    from gputrain.logs.prefixes import normalize
+
+    assert normalize("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory.") == (
+        3, "torch.OutOfMemoryError: CUDA out of memory.")
+
+
+def test_slurm_tearing_a_step_down_after_an_oom_kill_is_no_cancel() -> None:
+    text = ("slurmstepd-n1: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your processes may have "
+            "been killed by the cgroup out-of-memory handler.\nsrun: error: n1: task 0: Out Of Memory\n"
+            "slurmstepd-n1: error: *** STEP 9411285.0 ON n1 CANCELLED AT 2022-05-17T17:58:10 ***\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "FAILED"
+    alone = "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2022-05-17T17:58:10 ***\n"  # nothing failed before
+    assert infer_end(alone) is not None and infer_end(alone)[0] == "CANCELLED"  # type: ignore[index]
+
+
+def test_an_oom_kill_headline_says_memory(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=37205392.0.\n")
+    assert "memory" in summarize(log, write=False)["failure"]
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: DataLoader worker (pid 325) is killed by signal: Bus error.",
+    "RuntimeError: DataLoader worker (pid 3867) is killed by signal: Bus error. It is possible that dataloader's "
+    "workers are out of shared memory. Please try to raise your shared memory limit.",
+])
+def test_a_data_loader_bus_error_is_shared_memory_and_the_remedy_says_so(line: str, tmp_path: Path) -> None:
+    assert _kinds(line)[0][0] == "shm"
+    log = tmp_path / "x.log"
+    log.write_text(line + "\n")
+    remedy = prescribe(summarize(log, write=False), None)
+    assert remedy is not None and "shared memory" in remedy.text and "num_workers" in remedy.text
+
+
+def test_a_users_cancel_stays_a_cancel_when_the_launcher_printed_the_signal_first() -> None:
+    text = ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15\n"
+            "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2022-05-17T17:58:10 ***\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "CANCELLED"
+
+
+def test_the_drivers_xid_line_is_a_gpu_hardware_fault() -> None:
+    found = _kinds("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.")
+    assert found and found[0][0] == "gpu_hardware" and "fallen off the bus" in found[0][1]
+
+
+def test_python_loggings_default_prefix_does_not_hide_a_metric_line() -> None:
+    from gputrain.logs.parse import parse_line
+
+    record = parse_line("INFO:tensorflow:loss = 2.302585, step = 1")
+    assert record.kind == "metrics" and record.values == {"loss": pytest.approx(2.302585)} and record.step == 1
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb)`",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
+])
+def test_a_cublas_or_cudnn_execution_failure_is_a_cuda_kernel_fault(line: str) -> None:
+    assert _kinds(line)[0][0] == "cuda_error"
+
+
+def test_a_json_metric_dict_after_a_logger_prefix_with_string_values_is_read() -> None:
+    from gputrain.logs.parse import parse_line
+
+    record = parse_line('2021-01-06 00:35:15 | INFO | train | {"epoch": 103, "train_loss": "506.144", "train_lr": '
+                        '"5e-05", "train_num_updates": "3185"}')
+    assert record.kind == "metrics" and record.values["train_loss"] == pytest.approx(506.144)
+
+
+def test_hydras_own_error_line_is_the_launchers_account_and_its_message_the_headline() -> None:
+    text = ("[2022-06-08 08:12:42,395][src.training_pipeline][INFO] - Instantiating model <src.models.M>\n"
+            "Error executing job with overrides: []\n"
+            "Error locating target 'src.models.M', see chained exception above.\nfull_key: model\n\n"
+            "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "FAILED"
+    assert scan(text)[0].headline.startswith("Error locating target 'src.models.M'")
+    from gputrain.logs.verdict import choose
+
+    full = "Error executing job with overrides: []\nTraceback (most recent call last):\n  File \"t.py\"\nKeyError: 1\n"
+    root = choose(scan(full))
+    assert root is not None and root.headline.startswith("KeyError")  # the traceback, when there is one, wins
+
+
+def test_a_moab_wallclock_limit_is_a_timeout() -> None:
+    inferred = infer_end("job deleted\nMOAB_INFO:  job exceeded wallclock limit\n")
+    assert inferred is not None and inferred[0] == "TIMEOUT"
+
+
+@pytest.mark.parametrize(("text", "state"), [
+    ("Epoch 1/2\n10/10 [==============================] - 3s - loss: 0.3 - acc: 0.8\n"
+     "Epoch 2/2\n10/10 [==============================] - 3s - loss: 0.2 - acc: 0.9\n", "COMPLETED"),
+    ("Epoch 99/100\n1079/1079 - 11s - loss: 0.18 - 11s/epoch\nEpoch 100/100\n1079/1079 - 11s - loss: 0.17\n",
+     "COMPLETED"),
+    ("Epoch 1/2\n10/10 [==============================] - 3s - loss: 0.3\nEpoch 2/2\n"
+     " 4/10 [=====>........] - ETA: 1s - loss: 0.25\n", None),  # the last epoch is still running
+])
+def test_the_last_epoch_of_n_finished_is_completed(text: str, state: str | None) -> None:
+    inferred = infer_end(text)
+    assert (inferred[0] if inferred else None) == state
+
+
+def test_the_device_side_assertions_boilerplate_on_an_oom_line_keeps_it_an_oom() -> None:
+    line = ("RuntimeError: CUDA error: out of memory CUDA kernel errors might be asynchronously reported at some other "
+            "API call. Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    assert _kinds(line)[0][0] == "cuda_oom"
+
+
+def test_a_rocm_device_side_assertion_is_a_cuda_kernel_fault() -> None:
+    line = ("/pytorch/aten/src/ATen/native/hip/Indexing.hip:1292: indexSelectLargeIndex: Device-side assertion "
+            "`srcIndex < srcSelectDimSize' failed.")
+    found = _kinds(line)
+    assert found and found[0][0] == "cuda_error" and "srcIndex < srcSelectDimSize" in found[0][1]
+
+
+def test_a_cuda_warning_at_teardown_after_a_finished_run_is_no_failure() -> None:
+    text = ("{'train_runtime': 12.5, 'train_samples_per_second': 3.1, 'train_loss': 0.5, 'epoch': 1.0}\n"
+            "[W CUDAGuardImpl.h:119] Warning: CUDA warning: driver shutting down (function destroyEvent)\n"
+            "[W ProcessGroupNCCL.cpp:1250] Warning: WorkNCCL destructor: CUDA error: driver shutting down\n")
+    inferred = infer_end(text)
+    assert inferred is not None and inferred[0] == "COMPLETED"
+
+
+def test_a_json_record_anywhere_in_a_line_is_read() -> None:
+    from gputrain.logs.parse import parse_line
+
+    record = parse_line('json_stats: {"accuracy_cls": 1.000000, "eta": "0:21:51", "iter": 55080, "loss": 0.024404}')
+    assert record.kind == "metrics" and record.values["loss"] == pytest.approx(0.024404)
+
+
+@pytest.mark.parametrize(("line", "key", "value"), [
+    ("[2019-03-21 18:52:29,476 INFO] Step 2650/200000; acc:  32.97; ppl: 46.77; xent: 3.85; lr: 0.00033;", "xent",
+     3.85),
+    ("Epoch  1, 13400/37527; acc:   1.89; ppl: 20872.71; xent:   9.95; 3595 src tok/s;", "ppl", 20872.71),
+])
+def test_a_key_value_line_without_the_word_loss_is_a_metric_line(line: str, key: str, value: float,
+                                                                  tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(line + "\n")
+    assert summarize(log, write=False)["metrics"][key]["last"] == pytest.approx(value)  # found by the body scan too
+
+
+def test_a_cpp_terminate_is_read_as_its_exception_and_bad_alloc_is_host_memory(tmp_path: Path) -> None:
+    text = ("2018-08-15 12:23:32.467195: epoch 21, step 40, loss = 0.29\n"
+            "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\nAborted\n")
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    s = summarize(log, write=False)
+    assert s["state"] == "FAILED" and s["cause"] == "host_oom" and s["failure"].startswith("std::bad_alloc: std::")
+    remedy = prescribe(s, None)
+    assert remedy is not None and "memory" in remedy.text
+
+
+@pytest.mark.parametrize("line", ["Exited with code 137", "train_1 exited with code 137",
+                                  "Process finished with exit code 137"])
+def test_a_container_or_shells_exit_code_137_is_a_sigkill_that_names_the_code(line: str) -> None:
+    inferred = infer_end(line + "\n")
+    assert inferred is not None and inferred[0] == "FAILED"
+    (event,) = scan(line + "\n")
+    assert event.kind == "host_oom" and "SIGKILL" in event.headline and "137" in event.headline
+
+
+@pytest.mark.parametrize(("line", "words", "kind"), [
+    ("subprocess.CalledProcessError: Command returned non-zero exit status -11", "SIGSEGV", "signal"),
+    ("subprocess.CalledProcessError: Command 'docker run x python train.py' returned non-zero exit status 137.",
+     "SIGKILL", "host_oom"),
+    ("subprocess.CalledProcessError: Command '['python.exe', 'train.py']' returned non-zero exit status 3221225477.",
+     "access violation", "exit_code"),
+])
+def test_the_exit_status_an_echo_carries_is_the_launchers_account(line: str, words: str, kind: str) -> None:
+    from gputrain.logs.verdict import choose
+
+    root = choose(scan(line + "\n"))
+    assert root is not None and root.kind == kind and words in root.headline
+
+
+def test_a_logger_box_of_rows_under_group_headings_is_read(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("------------------------\n| rollout/      |       |\n|    ep_rew_mean | -0.5 |\n"
+                   "| train/  |       |\n|    loss      | 20.1  |\n|    n_updates | 18    |\n----------------\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["rollout/ep_rew_mean"]["last"] == -0.5 and metrics["loss"]["last"] == pytest.approx(20.1)
+
+
+@pytest.mark.parametrize("row", [
+    "        2/3     0.698G     0.1626         24        256: 100%|##########| 3/3 [00:00<00:00,  5.17it/s]",
+    "        2/3     0.698G     0.1626         24        256: 100% 3/3 [00:41<00:00,  1.59s/it]",  # no bar, no "|"
+])
+def test_a_column_header_over_a_row_of_values_is_read_when_its_first_column_is_the_epoch(row: str,
+                                                                                          tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(f"\n      Epoch    GPU_mem       loss  Instances       Size\n{row}\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["loss"]["last"] == pytest.approx(0.1626) and metrics["epoch"]["last"] == 2
+    log.write_text(f"\n      Images    GPU_mem       loss  Instances       Size\n{row}\n")  # not an epoch table
+    assert "loss" not in summarize(log, write=False)["metrics"]
