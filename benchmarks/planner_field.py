@@ -217,7 +217,8 @@ NOTES = """## Reading the table
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
 - Three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
   logged 16-node run: its task line, the launch script at the same tag and the same step's logged mean lengths)
-  and verl (v0.3.0.post0 on 8 H100, two GRPO rows of AMD's ROCm blog: the blog prints throughput, the step is
+  and verl (v0.3.0.post0 on 8 H100 and on 8 MI300X, two GRPO rows each of AMD's ROCm blog: the blog prints
+  throughput, the step is
   derived with the tokens per step and the lengths of a log verl's docs link for the same model, data and
   lengths; each row's `source` says how). verl releases vLLM's memory while training (sleep level 1, or its
   weights offloaded on vLLM 0.6.3: `algorithm.vllm_sleep_mode=true`); without it the Qwen2-7B row (share 0.6)
@@ -246,6 +247,13 @@ NOTES = """## Reading the table
   16K-token completions, 12 % of them truncated) cannot be read from the source: kept as a miss, no factor.
   Training at ~15 % MFU instead of the planner's default 35 % would double its ~600 s of log-prob and update
   passes; no source gives realhf's MFU for this run, so none is set.
+- The MI300X rows (the catalog's MI300X: AMD's datasheet, 1307 dense BF16 TFLOP/s, 5.3 TB/s) are priced with the
+  efficiencies the planner uses on NVIDIA parts: no source gives ROCm's for these kernels. Both Qwen2-7B rows are
+  under (0.57 on H100, 0.50 on MI300X, a miss), the DeepSeek-7B rows less so (0.81, 0.62). Terms the planner
+  probably underprices for verl v0.3 (read from its code at v0.3.0.post0, not fitted): the FSDP1 -> vLLM weight
+  sync (full parameters gathered on every rank, planned ~0.5 s; NeMo RL's published syncs are 4-12 s against 1-2
+  planned) and vLLM 0.6.3's wake-up (weights and KV cache re-allocated every step); the log-prob pass runs in
+  micro-batches of 40 sequences per GPU for Qwen2 (110 for DeepSeek), not packed to the token budget.
 - Mixture-of-experts rows (Qwen3-30B-A3B): the log-prob and update passes run at the dense efficiency times
   Megatron-Core's published MoE shortfall on the system (Megatron-Bridge 26.04.01, Qwen3-30B-A3B / Llama3-70B
   model TFLOP/s: 0.282 on H100, 0.360 on GB200; `gputrain/planner/moe.py`, `benchmarks/PLANNER.md`), not a
