@@ -249,12 +249,12 @@ NOTES = """## Reading the table
   Training at ~15 % MFU instead of the planner's default 35 % would double its ~600 s of log-prob and update
   passes; no source gives realhf's MFU for this run, so none is set.
 - The MI300X rows (the catalog's MI300X: AMD's datasheet, 1307 dense BF16 TFLOP/s, 5.3 TB/s) are priced with the
-  efficiencies the planner uses on NVIDIA parts: no source gives ROCm's for these kernels. Both Qwen2-7B rows are
-  under (0.57 on H100, 0.50 on MI300X, a miss), the DeepSeek-7B rows less so (0.81, 0.62). Terms the planner
-  probably underprices for verl v0.3 (read from its code at v0.3.0.post0, not fitted): the FSDP1 -> vLLM weight
-  sync (full parameters gathered on every rank, planned ~0.5 s; NeMo RL's published syncs are 4-12 s against 1-2
-  planned) and vLLM 0.6.3's wake-up (weights and KV cache re-allocated every step); the log-prob pass runs in
-  micro-batches of 40 sequences per GPU for Qwen2 (110 for DeepSeek), not packed to the token budget.
+  efficiencies the planner uses on NVIDIA parts: no source gives ROCm's for these kernels. verl v0.3-v0.5 decode
+  without CUDA graphs (the rollout config's `enforce_eager: True`, not overridden by the blog's commands):
+  `algorithm.vllm_enforce_eager=true` prices eager kernel launches (0.81 / 0.57 / 0.62 / 0.50 before, graphed).
+  Both Qwen2-7B rows stay under (0.67, 0.63). Not priced for verl, each read from its code at v0.3-v0.4: the
+  vLLM 0.6.3 weight reload and KV-cache re-allocation every step (`free_cache_engine`), and log-prob passes in
+  fixed micro-batches of 40 sequences per GPU for Qwen2 (110 for DeepSeek) instead of a token budget.
 - Mixture-of-experts rows (Qwen3-30B-A3B): the log-prob and update passes run at the dense efficiency times
   Megatron-Core's published MoE shortfall on the system (Megatron-Bridge 26.04.01, Qwen3-30B-A3B / Llama3-70B
   model TFLOP/s: 0.282 on H100, 0.360 on GB200; `gputrain/planner/moe.py`, `benchmarks/PLANNER.md`), not a

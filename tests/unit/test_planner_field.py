@@ -50,3 +50,38 @@ def test_published_runs_without_a_step_time_are_not_refused() -> None:
         assert row.url.startswith("https://") and row.quote, row.id
     refused = [f"{r.id}: {r.refused}" for r in rows if r.refused]
     assert not refused, refused
+
+
+def test_fsdp_full_shard_keeps_fp32_parameters_only_while_deepspeed_zero3_adds_a_bf16_partition() -> None:
+    """torch FSDP (verl's actor, NeMo RL's DTensor policy) stores the sharded parameters in fp32 and casts one
+    unit at a time on all-gather; DeepSpeed ZeRO-3 keeps a bf16 partition beside the fp32 master copy."""
+    from gputrain.planner import make_plan
+
+    sets = ["distributed.sharding=zero3", "train.batch_size=1"]
+    fsdp = make_plan(ROOT / "recipes" / "grpo_math_fsdp.yaml", gpu="H100", gpus_per_node=8, check_memory=False,
+                     overrides=[*sets, "distributed.strategy=fsdp"]).estimate.memory_breakdown
+    ds = make_plan(ROOT / "recipes" / "grpo_math_fsdp.yaml", gpu="H100", gpus_per_node=8, check_memory=False,
+                   overrides=[*sets, "distributed.strategy=deepspeed"]).estimate.memory_breakdown
+    assert "weights" not in fsdp and fsdp["master_weights"] == ds["master_weights"]
+    assert ds["weights"] == ds["master_weights"] / 2  # bf16 partition: half the fp32 master's bytes
+    states = ("weights", "master_weights", "optimizer", "gradients")
+    assert sum(fsdp.get(k, 0.0) for k in states) == sum(ds[k] for k in states) - ds["weights"]
+
+
+def test_vllm_without_cuda_graphs_pays_eager_launches_per_decode_step_and_is_plan_only() -> None:
+    """verl v0.3-v0.5 run vLLM with ``enforce_eager: True`` (its rollout config): a small model's decode is then
+    bound by the host launching ~40 kernels per layer eagerly, not by memory bandwidth."""
+    from gputrain.planner import make_plan, physics
+    from gputrain.recipe.plan_only import plan_only_fields
+
+    recipe = ROOT / "recipes" / "grpo_math_fsdp.yaml"
+    sets = ["memory.vllm_gpu_memory_utilization=0.3", "algorithm.rollout_engine=vllm"]
+    graphed = make_plan(recipe, gpu="H100", check_memory=False, overrides=sets)
+    eager = make_plan(recipe, gpu="H100", check_memory=False, overrides=[*sets, "algorithm.vllm_enforce_eager=true"])
+    layers = eager.recipe.model.num_layers or 1
+    steps = eager.recipe.algorithm.max_completion_length * eager.recipe.estimate.completion_fraction
+    host_floor = steps * layers * physics.VLLM_OPS_PER_LAYER * physics.OP_SECONDS_GPU
+    assert eager.estimate.phases["rollout"] >= host_floor > graphed.estimate.phases["rollout"]
+    assert any("no CUDA graphs" in a for a in eager.estimate.assumptions)
+    assert plan_only_fields(eager.recipe) == ["algorithm.vllm_enforce_eager"]
+    assert plan_only_fields(graphed.recipe) == []
