@@ -234,10 +234,12 @@ NOTES = """## Reading the table
   each lack an input (listed above with what is missing). No row is made up for any of them.
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
-  accepted with GSM8K's lengths (73 GiB planned of 79.6); at the maximum response length it is refused
-  (~107 GiB), and without either `algorithm.vllm_sleep_mode` or `memory.offload_during_rollout` (verl v0.4 does
-  both) it is refused even at GSM8K's lengths: a verl row needs both set. verl's FSDP1 memory terms (fp32 flat
-  parameters with no separate bf16 copy, bf16 logits through flash-attn's cross-entropy) are not derived.
+  accepted with GSM8K's lengths (62 GiB planned of 79.6; 73 before verl's fp32-only FSDP parameters and its
+  in-place log-prob head, `algorithm.logits_in_place`, were priced); at the maximum response length it is refused
+  (~89 GiB), and without either `algorithm.vllm_sleep_mode` or `memory.offload_during_rollout` (verl v0.4 does
+  both) it is refused at longer lengths: a verl row needs both set. The v0.3 rows do not set
+  `logits_in_place`: verl v0.3.0.post0 computes the entropy with gradients and calls the cross-entropy without
+  `inplace_backward`, so several `[T, V]` copies live, as the planner's default term prices.
 - AReaL's 7B run is a miss (predicted 0.44x). Read from realhf at v0.1.2, the planner's terms are the run's:
   vLLM on 64 GPUs disjoint from training (server mode), all 1024 sequences of an engine submitted at once
   (realhf/impl/model/backend/vllm.py, continuous batching capped at `max_num_seqs` 128: no schema field; the

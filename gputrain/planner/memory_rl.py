@@ -75,10 +75,18 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                    f"{'with' if ckpt else 'without'} recomputation; HF decoder layer, measured on CPU",
                    basis="measured")]
     completion = s.completion if algo.sequence_packing else s.completion_max
-    logits = (s.micro * v * (2 * length * half + completion * (2 * half + 4)) + 2 * completion * v * 4) / tp
-    terms.append(_term("logits", logits, "train.batch_size", phase="train", batch=True,
-                       note="[B, T, V] head output + gradient, tempered copy + gradient, every row's fp32 "
-                       "log-softmax kept for backward, one row's fp32 copy and gradient"))
+    if algo.logits_in_place:
+        # verl's dp_actor: the head's output divided by the temperature in place, log-probs by flash-attn's
+        # Triton cross-entropy with inplace_backward (its gradient written into the logits); padded, the
+        # completion slice is copied by the reshape and the slice's backward allocates a full-size gradient
+        logits = s.micro * v * half * (length + (0 if algo.sequence_packing else completion)) / tp
+        note = "one [T, V] compute-dtype tensor: temperature divided in place, the fused cross-entropy's gradient " \
+               "written into it" + ("" if algo.sequence_packing else ", plus the completion slice's copy")
+    else:
+        logits = (s.micro * v * (2 * length * half + completion * (2 * half + 4)) + 2 * completion * v * 4) / tp
+        note = ("[B, T, V] head output + gradient, tempered copy + gradient, every row's fp32 log-softmax kept "
+                "for backward, one row's fp32 copy and gradient")
+    terms.append(_term("logits", logits, "train.batch_size", phase="train", batch=True, note=note))
     if lay.full_grads_while_accumulating and s.micro_per_update > 1:
         terms.append(_term("fsdp_unsharded_grads", lay.trainable / lay.model_parallel * half,
                            "train.batch_size", phase="train",

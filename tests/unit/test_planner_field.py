@@ -85,3 +85,22 @@ def test_vllm_without_cuda_graphs_pays_eager_launches_per_decode_step_and_is_pla
     assert any("no CUDA graphs" in a for a in eager.estimate.assumptions)
     assert plan_only_fields(eager.recipe) == ["algorithm.vllm_enforce_eager"]
     assert plan_only_fields(graphed.recipe) == []
+
+
+def test_verls_in_place_log_prob_head_holds_one_logits_tensor_and_is_plan_only() -> None:
+    """verl's dp_actor divides the head's logits by the temperature in place and takes log-probs with flash-attn's
+    cross-entropy (``inplace_backward``): a packed micro-batch holds one ``[T, V]`` bf16 tensor."""
+    from gputrain.planner import make_plan
+    from gputrain.recipe.plan_only import plan_only_fields
+
+    recipe = ROOT / "recipes" / "grpo_math_fsdp.yaml"
+    sets = ["algorithm.sequence_packing=true", "train.batch_size=4", "train.precision=bf16"]
+    torch_path = make_plan(recipe, gpu="H100", check_memory=False, overrides=sets)
+    fused = make_plan(recipe, gpu="H100", check_memory=False, overrides=[*sets, "algorithm.logits_in_place=true"])
+    r = fused.recipe
+    tokens = (r.algorithm.max_prompt_length * r.estimate.prompt_fraction
+              + r.algorithm.max_completion_length * r.estimate.completion_fraction)
+    expected = 4 * tokens * (r.model.vocab_size or 0) * 2 / 2**30
+    assert abs(fused.estimate.memory_breakdown["logits"] - expected) < 0.01 * expected
+    assert torch_path.estimate.memory_breakdown["logits"] > 2 * expected  # the trainer's copies
+    assert set(plan_only_fields(r)) == {"algorithm.sequence_packing", "algorithm.logits_in_place"}
