@@ -224,8 +224,9 @@ NOTES = """## Reading the table
   weights offloaded on vLLM 0.6.3: `algorithm.vllm_sleep_mode=true`); without it the Qwen2-7B row (share 0.6)
   is refused at 103 GiB. TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots)
   publish no per-step time of a GRPO run with its configuration; the TRL co-location blog (June 2025) gives
-  speed-ups as plots only; an open-r1 issue times only a first step, and open-r1's README (March 2025) a
-  whole 7B epoch ("about 3 hours" on 8 H100) without its completion lengths. OpenRLHF's README until 2024 timed 1024
+  speed-ups as plots only, and the Liger GRPO blog plots peak memory against batch size without naming the
+  GPU; an open-r1 issue times only a first step, and open-r1's README (March 2025) a whole 7B epoch ("about 3
+  hours" on 8 H100) without its completion lengths. OpenRLHF's README until 2024 timed 1024
   prompts of PPO with a critic and a reward model on A800s (and called the data outdated), a workload this
   schema does not express; its paper's long-CoT comparison with verl is not in a form read here. slime's docs
   (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's other published step times and
