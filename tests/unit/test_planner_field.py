@@ -104,3 +104,23 @@ def test_verls_in_place_log_prob_head_holds_one_logits_tensor_and_is_plan_only()
     assert abs(fused.estimate.memory_breakdown["logits"] - expected) < 0.01 * expected
     assert torch_path.estimate.memory_breakdown["logits"] > 2 * expected  # the trainer's copies
     assert set(plan_only_fields(r)) == {"algorithm.sequence_packing", "algorithm.logits_in_place"}
+
+
+def test_recomputation_keeps_each_layers_input_in_the_compute_dtype_where_the_parameters_are_bf16() -> None:
+    """The project's trainer runs fp32 weights under autocast, so each checkpointed layer input is fp32; ZeRO,
+    torch FSDP's mixed precision and Megatron run the forward on bf16 parameters: the input is bf16."""
+    from gputrain.hardware.catalog import get_gpu
+    from gputrain.planner import make_plan
+    from gputrain.planner.workload import Hardware
+    from gputrain.planner.workload_rl import rl_shape
+
+    recipe = ROOT / "recipes" / "grpo_math_fsdp.yaml"
+    sets = ["train.gradient_checkpointing=true", "train.batch_size=8", "train.precision=bf16"]
+    auto = make_plan(recipe, gpu="H100", gpus_per_node=8, check_memory=False, overrides=sets)
+    zero = make_plan(recipe, gpu="H100", gpus_per_node=8, check_memory=False,
+                     overrides=[*sets, "distributed.sharding=zero3"])
+    m = auto.recipe.model
+    shape = rl_shape(auto.recipe, Hardware(gpu=get_gpu("H100"), world=8, precision="bf16"))
+    inputs_fp32 = 8 * shape.train_tokens * 4 * (m.hidden_size or 0) * (m.num_layers or 0) / 2**30
+    gap = auto.estimate.memory_breakdown["activations"] - zero.estimate.memory_breakdown["activations"]
+    assert abs(gap - inputs_fp32 / 2) < 0.01 * inputs_fp32  # half of the stored inputs: 2 of 4 bytes per unit
