@@ -217,13 +217,16 @@ NOTES = """## Reading the table
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
 - Three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
   logged 16-node run: its task line, the launch script at the same tag and the same step's logged mean lengths)
-  and verl (v0.3.0.post0 on 8 H100, two GRPO rows of AMD's ROCm blog: the blog prints throughput, the step is
-  derived with the tokens per step and the lengths of a log verl's docs link for the same model, data and
-  lengths; each row's `source` says how). verl releases vLLM's memory while training (sleep level 1, or its
+  and verl (v0.3.0.post0 on 8 H100 and on 8 MI300X, two GRPO rows each of AMD's ROCm blog: the blog prints
+  throughput, the step is derived with the tokens per step and the lengths of a log verl's docs link for
+  the same model, data and lengths; each row's `source` says how). verl releases vLLM's memory while
+  training (sleep level 1, or its
   weights offloaded on vLLM 0.6.3: `algorithm.vllm_sleep_mode=true`); without it the Qwen2-7B row (share 0.6)
   is refused at 103 GiB. TRL and OpenRLHF: their documentation and READMEs (read at their July/August 2026 snapshots)
   publish no per-step time of a GRPO run with its configuration; the TRL co-location blog (June 2025) gives
-  speed-ups as plots only; an open-r1 issue times only a first step. OpenRLHF's README until 2024 timed 1024
+  speed-ups as plots only, and the Liger GRPO blog plots peak memory against batch size without naming the
+  GPU; an open-r1 issue times only a first step, and open-r1's README (March 2025) a whole 7B epoch ("about 3
+  hours" on 8 H100) without its completion lengths. OpenRLHF's README until 2024 timed 1024
   prompts of PPO with a critic and a reward model on A800s (and called the data outdated), a workload this
   schema does not express; its paper's long-CoT comparison with verl is not in a form read here. slime's docs
   (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's other published step times and
@@ -232,10 +235,12 @@ NOTES = """## Reading the table
   each lack an input (listed above with what is missing). No row is made up for any of them.
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
-  accepted with GSM8K's lengths (73 GiB planned of 79.6); at the maximum response length it is refused
-  (~107 GiB), and without either `algorithm.vllm_sleep_mode` or `memory.offload_during_rollout` (verl v0.4 does
-  both) it is refused even at GSM8K's lengths: a verl row needs both set. verl's FSDP1 memory terms (fp32 flat
-  parameters with no separate bf16 copy, bf16 logits through flash-attn's cross-entropy) are not derived.
+  accepted with GSM8K's lengths (62 GiB planned of 79.6; 73 before verl's fp32-only FSDP parameters and its
+  in-place log-prob head, `algorithm.logits_in_place`, were priced); at the maximum response length it is refused
+  (~89 GiB), and without either `algorithm.vllm_sleep_mode` or `memory.offload_during_rollout` (verl v0.4 does
+  both) it is refused at longer lengths: a verl row needs both set. The v0.3 rows do not set
+  `logits_in_place`: verl v0.3.0.post0 computes the entropy with gradients and calls the cross-entropy without
+  `inplace_backward`, so several `[T, V]` copies live, as the planner's default term prices.
 - AReaL's 7B run is a miss (predicted 0.44x). Read from realhf at v0.1.2, the planner's terms are the run's:
   vLLM on 64 GPUs disjoint from training (server mode), all 1024 sequences of an engine submitted at once
   (realhf/impl/model/backend/vllm.py, continuous batching capped at `max_num_seqs` 128: no schema field; the
@@ -246,6 +251,13 @@ NOTES = """## Reading the table
   16K-token completions, 12 % of them truncated) cannot be read from the source: kept as a miss, no factor.
   Training at ~15 % MFU instead of the planner's default 35 % would double its ~600 s of log-prob and update
   passes; no source gives realhf's MFU for this run, so none is set.
+- The MI300X rows (the catalog's MI300X: AMD's datasheet, 1307 dense BF16 TFLOP/s, 5.3 TB/s) are priced with the
+  efficiencies the planner uses on NVIDIA parts: no source gives ROCm's for these kernels. verl v0.3-v0.5 decode
+  without CUDA graphs (the rollout config's `enforce_eager: True`, not overridden by the blog's commands):
+  `algorithm.vllm_enforce_eager=true` prices eager kernel launches (0.81 / 0.57 / 0.62 / 0.50 before, graphed).
+  Both Qwen2-7B rows stay under (0.67, 0.63). Not priced for verl, each read from its code at v0.3-v0.4: the
+  vLLM 0.6.3 weight reload and KV-cache re-allocation every step (`free_cache_engine`), and log-prob passes in
+  fixed micro-batches of 40 sequences per GPU for Qwen2 (110 for DeepSeek) instead of a token budget.
 - Mixture-of-experts rows (Qwen3-30B-A3B): the log-prob and update passes run at the dense efficiency times
   Megatron-Core's published MoE shortfall on the system (Megatron-Bridge 26.04.01, Qwen3-30B-A3B / Llama3-70B
   model TFLOP/s: 0.282 on H100, 0.360 on GB200; `gputrain/planner/moe.py`, `benchmarks/PLANNER.md`), not a

@@ -5,7 +5,10 @@
   width. Counted on CPU with ``torch.autograd.graph.saved_tensors_hooks`` on transformers' Qwen2 (the
   fp32 RMSNorm inputs and outputs, rotary q/k, the bf16 casts of every matmul input, SwiGLU's three
   ``i``-wide tensors): 60.07·h at i = 3h, 76.07·h at i = 5h, 56.87·h with 4 of 20 KV heads. With
-  recomputation only each layer's fp32 input (4·h) stays, plus one layer recomputed at a time.
+  recomputation only each layer's fp32 input (4·h) stays, plus one layer recomputed at a time; where the
+  forward runs on half-precision parameters (``distributed.sharding`` zero1/2/3: DeepSpeed, torch FSDP's mixed
+  precision, Megatron; CPU offload) that input is in the compute dtype (2·h). The recomputed layer keeps the
+  autocast constants (an upper bound for a pure-bf16 layer).
 - Logits of the training forward (``loss.completion_logprobs``): the head's ``[B, T, V]`` output, the
   tempered ``[B, C, V]`` copy, and every row's fp32 log-softmax output, which autograd keeps until the
   backward (the row loop bounds the fp32 copy only under ``no_grad``); the backward adds a half gradient
@@ -48,14 +51,16 @@ def mlp_width(model: ModelSpec) -> float:
     return max(float(h), (per_layer - attention) / (3 * h))
 
 
-def decoder_activation_bytes(model: ModelSpec, tokens: float, checkpointing: bool) -> float:
-    """Activations kept for backward of ``tokens`` tokens through every layer (see module docstring)."""
+def decoder_activation_bytes(model: ModelSpec, tokens: float, checkpointing: bool, input_bytes: int = 4) -> float:
+    """Activations kept for backward of ``tokens`` tokens through every layer (see module docstring).
+    ``input_bytes``: the residual stream's element size, which recomputation keeps per layer (4 under autocast
+    over fp32 weights; the compute dtype's where the forward runs on half-precision parameters)."""
     h, layers = model.hidden_size or 0, model.num_layers or 0
     heads = model.num_heads or max(1, h // 64)
     kv = (model.num_kv_heads or heads) / heads
     layer = tokens * (h * (LAYER_BYTES_H + LAYER_BYTES_KV * kv) + LAYER_BYTES_I * mlp_width(model))
     if checkpointing:
-        return tokens * 4 * h * layers + layer
+        return tokens * input_bytes * h * layers + layer
     return layer * layers
 
 
@@ -68,17 +73,28 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
     tp = recipe.distributed.tensor_parallel
     ckpt = recipe.train.gradient_checkpointing
     length = s.train_tokens
-    acts = decoder_activation_bytes(model, s.micro * length, ckpt) / tp
+    # ZeRO / FSDP mixed precision / Megatron / offload run the forward on half-precision parameters: the
+    # residual stream a recomputed layer keeps is in the compute dtype, not autocast's fp32
+    half_params = recipe.distributed.sharding != "auto" or lay.offload
+    acts = decoder_activation_bytes(model, s.micro * length, ckpt, half if half_params else 4) / tp
     how = "packed, expected real length" if algo.sequence_packing else "padded to the longest"
     terms = [_term("activations", acts, "train.batch_size" if ckpt else "train.gradient_checkpointing=true",
                    phase="train", batch=True, note=f"{length:.0f} tokens ({how}) × {s.micro} per micro-batch, "
                    f"{'with' if ckpt else 'without'} recomputation; HF decoder layer, measured on CPU",
                    basis="measured")]
     completion = s.completion if algo.sequence_packing else s.completion_max
-    logits = (s.micro * v * (2 * length * half + completion * (2 * half + 4)) + 2 * completion * v * 4) / tp
-    terms.append(_term("logits", logits, "train.batch_size", phase="train", batch=True,
-                       note="[B, T, V] head output + gradient, tempered copy + gradient, every row's fp32 "
-                       "log-softmax kept for backward, one row's fp32 copy and gradient"))
+    if algo.logits_in_place:
+        # verl's dp_actor: the head's output divided by the temperature in place, log-probs by flash-attn's
+        # Triton cross-entropy with inplace_backward (its gradient written into the logits); padded, the
+        # completion slice is copied by the reshape and the slice's backward allocates a full-size gradient
+        logits = s.micro * v * half * (length + (0 if algo.sequence_packing else completion)) / tp
+        note = "one [T, V] compute-dtype tensor: temperature divided in place, the fused cross-entropy's gradient " \
+               "written into it" + ("" if algo.sequence_packing else ", plus the completion slice's copy")
+    else:
+        logits = (s.micro * v * (2 * length * half + completion * (2 * half + 4)) + 2 * completion * v * 4) / tp
+        note = ("[B, T, V] head output + gradient, tempered copy + gradient, every row's fp32 log-softmax kept "
+                "for backward, one row's fp32 copy and gradient")
+    terms.append(_term("logits", logits, "train.batch_size", phase="train", batch=True, note=note))
     if lay.full_grads_while_accumulating and s.micro_per_update > 1:
         terms.append(_term("fsdp_unsharded_grads", lay.trainable / lay.model_parallel * half,
                            "train.batch_size", phase="train",

@@ -4,9 +4,11 @@ Model states (``gputrain.planner.parallel.Layout``): fp32 master weights, fp32 g
 fp32 moments (16 B per trainable parameter) split by tensor/pipeline parallelism and sharded as the
 strategy really shards them; FSDP2 as the project's trainer runs it keeps full-size unsharded gradients in
 the compute dtype while accumulating micro-batches; ZeRO-2/3 reduce-scatter after each micro-batch and
-do not. Under DDP with half precision, autocast caches a half copy of every weight it casts. CPU offload
-moves the fp32 weights and the optimizer to the host and keeps a compute-dtype copy on the GPU. LoRA keeps
-the frozen weights in the compute dtype and states only for the adapters.
+do not. ZeRO-3 under torch FSDP keeps the fp32 parameters only (cast per unit on all-gather); DeepSpeed's
+ZeRO-3 and Megatron keep a compute-dtype copy too. Under DDP with half precision, autocast caches a half copy
+of every weight it casts. CPU offload moves the fp32 weights and the optimizer to the host and keeps a
+compute-dtype copy on the GPU. LoRA keeps the frozen weights in the compute dtype and states only for the
+adapters.
 """
 
 from __future__ import annotations
@@ -53,10 +55,16 @@ def state_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout) -> lis
                            note="frozen base weights in the compute dtype (LoRA)"))
     if lay.sharding != "auto" and not lay.offload:  # ZeRO / distributed optimizer: fp32 master with the moments
         zero3 = lay.sharding == "zero3"
-        terms += [_term("weights", half * params / mp / (lay.dp if zero3 else 1), "distributed.sharding=zero3",
-                        note="compute-dtype weights"),
-                  _term("master_weights", 4 * trainable / lay.optimizer_shard, note="fp32 master weights, sharded "
-                        "with the optimizer"),
+        # torch FSDP full-shard stores the sharded parameters in fp32 and casts one unit at a time on all-gather
+        # (FSDP1's low-precision shard is freed after the all-gather; FSDP2 keeps the sharded data in its
+        # original dtype): no compute-dtype copy beside the fp32 one (verl's actor loads fp32, NeMo RL's DTensor
+        # policy too). DeepSpeed ZeRO-3 and Megatron keep one.
+        if not (zero3 and recipe.distributed.strategy == "fsdp"):
+            terms.append(_term("weights", half * params / mp / (lay.dp if zero3 else 1), "distributed.sharding=zero3",
+                               note="compute-dtype weights"))
+        terms += [_term("master_weights", 4 * trainable / lay.optimizer_shard, note="fp32 master weights, sharded "
+                        "with the optimizer" + (" (FSDP's own parameters, cast per unit on all-gather)"
+                                                if zero3 and recipe.distributed.strategy == "fsdp" else "")),
                   _term("optimizer", 8 * trainable / lay.optimizer_shard, note="AdamW moments, fp32, sharded"),
                   _term("gradients", grad_bytes(recipe, hw) * trainable / lay.grads_shard, "distributed.sharding=zero2",
                         note=("fp32" if recipe.distributed.grads_in_fp32 else "compute-dtype") + " gradients"

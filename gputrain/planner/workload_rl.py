@@ -9,7 +9,8 @@ mini-batches of ``ppo_mini_batch_size`` prompts, each an optimizer update over m
 
 Decode is bounded per token by the larger of memory traffic (weights + the KV cache read once), compute,
 and host dispatch (eager HF: 72 operators per layer and 64 per step, plus FSDP2's forward hooks on every
-wrapped module when the policy is sharded, ``physics``; vLLM: CUDA graphs). HF ``generate`` keeps every
+wrapped module when the policy is sharded, ``physics``; vLLM: CUDA graphs, or eager launches where the run
+sets ``algorithm.vllm_enforce_eager``, as verl did by default up to v0.5). HF ``generate`` keeps every
 sequence until the longest stops; vLLM batches continuously, so its tail (the longest completions) runs at
 small batch. vLLM holds ``share × device memory`` for weights and KV cache; a rollout that does not fit its
 KV cache runs in waves.
@@ -167,7 +168,10 @@ def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, eng
     memory = (weights + kv) / (tp * hw.bandwidth * physics.DECODE_BANDWIDTH_EFFICIENCY)
     compute = batch * physics.forward_flops_per_token(model, context) / (tp * hw.peak * efficiency(recipe))
     if engine == "vllm":
-        host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * physics.OP_SECONDS_GRAPHED
+        algo = recipe.algorithm
+        eager = isinstance(algo, GRPOAlgorithm) and algo.vllm_enforce_eager  # no CUDA graphs: eager launches
+        host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * (
+            hw.op_seconds if eager else physics.OP_SECONDS_GRAPHED)
         host += (2 * (model.num_layers or 1) * TP_ALLREDUCE_SECONDS) if tp > 1 else 0.0
     else:
         host = hf_decode_host_seconds(recipe, hw)
@@ -220,7 +224,8 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
         out.assumptions.append(
             f"rollout: {where}, tensor parallel {tp}; assumes vLLM is installed on the node, else HF generate; "
             f"{gen:.0f} sequences per engine in {waves} wave(s) of its KV cache; continuous batching, the "
-            "longest 10% set the tail")
+            "longest 10% set the tail" + ("; no CUDA graphs (algorithm.vllm_enforce_eager): each decode step "
+                                          "pays eager kernel launches" if algo.vllm_enforce_eager else ""))
         if algo.vllm_sleep_mode and not servers:
             out.phases["sync"] = out.phases.get("sync", 0.0) + VLLM_SLEEP_WAKE_SECONDS
     out.phases["rollout"] = prefill + decode

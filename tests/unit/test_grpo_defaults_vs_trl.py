@@ -51,6 +51,9 @@ OURS_ONLY = {
     "rollout_engine": "TRL's use_vllm + vllm_mode; ours picks by what the node has",
     "rollout_gpus": "server mode's GPUs inside the job (TRL starts `trl vllm-serve` separately); plan-only",
     "off_policy_steps": "one-step off-policy overlap (verl/NeMo RL async); TRL has no such setting; plan-only",
+    "vllm_enforce_eager": "vLLM without CUDA graphs (TRL: only `trl vllm-serve --enforce_eager`); plan-only",
+    "logits_in_place": "how the planner prices the log-prob head (verl's fused in-place cross-entropy; TRL: "
+                       "use_liger_kernel is another path); plan-only",
     "sequence_packing": "how the planner prices log-prob/update passes (TRL: padding_free); plan-only until a "
                         "trainer packs",
     "prompt_format": "TRL reads conversational datasets; ours wraps plain prompts",

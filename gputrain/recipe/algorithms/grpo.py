@@ -58,6 +58,13 @@ class GRPOAlgorithm(BaseModel):
         "dedicated GPUs of the job (TRL vllm_mode=server; plan-only)")
     rollout_gpus: int | None = Field(default=None, gt=0, description="server mode: GPUs of the job for vLLM")
     vllm_tensor_parallel_size: int = Field(default=1, gt=0, description="GPUs per vLLM engine (plan-only)")
+    vllm_enforce_eager: bool = Field(default=False, description="vLLM decodes without CUDA graphs (its "
+                                     "enforce_eager; verl's default up to v0.5): every kernel pays an eager "
+                                     "launch (plan-only)")
+    logits_in_place: bool = Field(default=False, description="log-probs by a fused cross-entropy that divides "
+                                  "the logits by the temperature in place and writes its gradient into them "
+                                  "(verl: flash-attn's kernel, inplace_backward): one [T, V] tensor, not the "
+                                  "trainer's copies (plan-only)")
     off_policy_steps: int = Field(default=0, ge=0, le=1, description="1: generate step n+1 while training step "
                                   "n (one-step off-policy, step ~ max(rollout, train); plan-only)")
     sequence_packing: bool = Field(default=False, description="log-prob and update passes on packed sequences "
