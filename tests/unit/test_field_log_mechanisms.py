@@ -9,6 +9,7 @@ a progress bar that a traceback was printed onto, and the unfinished last line o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,13 @@ from gputrain.logs.verdict import infer_end
 
 def _kinds(text: str) -> list[tuple[str, str]]:
     return [(e.kind, e.headline) for e in scan(text)]
+
+
+def _summary_of_line(line: str, tmp_path: Path) -> dict[str, Any]:
+    """The summary of a log that is this one line, as `gputrain logs FILE` reads it."""
+    log = tmp_path / "x.log"
+    log.write_text(line + "\n")
+    return summarize(log, write=False)
 
 
 @pytest.mark.parametrize(("line", "kind", "words"), [
@@ -46,9 +54,7 @@ def test_a_cuda_fault_anywhere_in_a_line_is_a_fatal_event(line: str, kind: str, 
 ])
 def test_a_full_disk_is_its_own_cause_not_memory_and_the_remedy_says_disk(line: str, tmp_path: Path) -> None:
     assert _kinds(line)[0][0] == "disk_full"
-    log = tmp_path / "x.log"
-    log.write_text(line + "\n")
-    remedy = prescribe(summarize(log, write=False), None)
+    remedy = prescribe(_summary_of_line(line, tmp_path), None)
     assert remedy is not None and "disk" in remedy.text and "batch" not in remedy.text
 
 
@@ -161,9 +167,7 @@ def test_an_oom_kill_headline_says_memory(tmp_path: Path) -> None:
 ])
 def test_a_data_loader_bus_error_is_shared_memory_and_the_remedy_says_so(line: str, tmp_path: Path) -> None:
     assert _kinds(line)[0][0] == "shm"
-    log = tmp_path / "x.log"
-    log.write_text(line + "\n")
-    remedy = prescribe(summarize(log, write=False), None)
+    remedy = prescribe(_summary_of_line(line, tmp_path), None)
     assert remedy is not None and "shared memory" in remedy.text and "num_workers" in remedy.text
 
 
@@ -270,9 +274,8 @@ def test_a_json_record_anywhere_in_a_line_is_read() -> None:
 ])
 def test_a_key_value_line_without_the_word_loss_is_a_metric_line(line: str, key: str, value: float,
                                                                   tmp_path: Path) -> None:
-    log = tmp_path / "x.log"
-    log.write_text(line + "\n")
-    assert summarize(log, write=False)["metrics"][key]["last"] == pytest.approx(value)  # found by the body scan too
+    # found by the body scan too
+    assert _summary_of_line(line, tmp_path)["metrics"][key]["last"] == pytest.approx(value)
 
 
 def test_a_cpp_terminate_is_read_as_its_exception_and_bad_alloc_is_host_memory(tmp_path: Path) -> None:
