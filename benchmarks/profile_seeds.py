@@ -255,6 +255,45 @@ def warm_start_rows(jobs: Sequence[Path], constant: Callable[[str, Path, dict[st
     return {k: sorted(v, key=lambda r: r.seed) for k, v in out.items()}
 
 
+def heldout_breakdown(job: Path, first: int = 128) -> dict[str, tuple[int, float, float]]:
+    """Greedy accuracy after the warm start (the job's 2nd evaluation) and at the end (its last), on subsets of
+    the held-out problems: ``all``; ``first<n>``, the first ``n`` (a generated set's first ``n`` problems are
+    exactly the ``n``-problem set of the same seed, so a larger ``data.val_size`` still reports the old one);
+    ``unseen``, the problems whose text is not among the job's training problems (generated one-digit
+    problems repeat: the same source and seed regenerate the training rows here). name -> (n, warm, final)."""
+    from gputrain.recipe.schema import DataSpec
+    from gputrain.train.math_rl.data import load_math_rows
+
+    recipe = _json(job / "plan.json")["recipe"]
+    train, _ = load_math_rows(DataSpec.model_validate(recipe["data"]), seed=int(recipe["train"]["seed"]),
+                              eval_size=int(recipe["algorithm"].get("eval_samples", 64)),
+                              answer_format=str(recipe["algorithm"].get("answer_format", "auto")))
+    seen = {r["problem"] for r in train}
+    rows = [json.loads(line) for line in (job / "eval_samples.jsonl").read_text().splitlines() if line.strip()]
+    last = max(r["eval"] for r in rows)
+    by_eval = {e: [r for r in rows if r["eval"] == e] for e in (2, last)}
+    subsets: dict[str, Callable[[int, dict[str, Any]], bool]] = {
+        "all": lambda i, r: True,
+        f"first{first}": lambda i, r: i < first,
+        "unseen": lambda i, r: r["problem"] not in seen,
+    }
+    out: dict[str, tuple[int, float, float]] = {}
+    for name, keep in subsets.items():
+        warm = [bool(r["correct"]) for i, r in enumerate(by_eval[2]) if keep(i, r)]
+        final = [bool(r["correct"]) for i, r in enumerate(by_eval[last]) if keep(i, r)]
+        out[name] = (len(warm), sum(warm) / max(1, len(warm)), sum(final) / max(1, len(final)))
+    return out
+
+
+def breakdown_table(jobs: Sequence[Path]) -> str:
+    """One line per seed: warm start -> final on every subset of :func:`heldout_breakdown`."""
+    lines = ["| seed | subset | problems | after warm start | after RL | gain |", "|---|---|---|---|---|---|"]
+    for job in sorted(jobs, key=lambda j: job_facts(j)[1]):
+        for name, (n, warm, final) in heldout_breakdown(job).items():
+            lines.append(f"| {job_facts(job)[1]} | {name} | {n} | {warm:.3f} | {final:.3f} | {final - warm:+.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--before", nargs="+", type=Path, help="the 1-step lr 1e-12 jobs")
@@ -268,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for key, rows in warm_start_rows(args.warm_start).items():
             print(f"### {labels[key]}\n")
             print(table(HEADLINES["grpo_math"], rows) + "\n")
+        print("### warm start -> after RL on subsets of the held-out problems\n")
+        print(breakdown_table(args.warm_start))
         return 0
     if not args.before or not args.after:
         parser.error("give --before and --after, or --warm-start")

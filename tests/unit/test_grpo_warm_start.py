@@ -121,3 +121,25 @@ def test_profile_seeds_scores_init_warm_start_and_grpo_from_the_job_itself(tmp_p
     assert [r.gain for r in rows["grpo_sampled"]] == pytest.approx([0.1, 0.1, 0.1])
     assert rows["job"][0].constant == 0.5 and not rows["job"][1].beats_constant  # 0.45 < 0.5
     assert not seeds.verdict(rows["grpo"]).gain_met and seeds.verdict(rows["grpo_sampled"]).gain_met
+
+
+def test_the_kl_reference_becomes_the_warmed_up_policy_and_refuses_a_different_model() -> None:
+    import copy
+
+    import torch
+
+    from gputrain.errors import GputrainError
+    from gputrain.train.grpo.warm_start import copy_into_reference
+
+    torch.manual_seed(0)
+    policy = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    ref = copy.deepcopy(policy).requires_grad_(False)  # as build_policy makes it: the random init
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(1.0)  # the warm start moved every weight
+    assert copy_into_reference(ref, policy) == 4
+    for (name, r), (_, p) in zip(ref.named_parameters(), policy.named_parameters(), strict=True):
+        assert torch.equal(r, p), name
+        assert not r.requires_grad
+    with pytest.raises(GputrainError, match="different parameters"):
+        copy_into_reference(torch.nn.Linear(4, 8), policy)
