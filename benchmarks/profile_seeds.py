@@ -232,6 +232,11 @@ def table(head: Headline, rows: Sequence[SeedRow]) -> str:
     return "\n".join(lines)
 
 
+def _temperature(job: Path) -> float:
+    """The rollouts' sampling temperature (``algorithm.temperature``; the schema's default is 1.0)."""
+    return float(_json(job / "plan.json")["recipe"].get("algorithm", {}).get("temperature", 1.0))
+
+
 def warm_start_rows(jobs: Sequence[Path], constant: Callable[[str, Path, dict[str, Any]], tuple[float, str]]
                     = constant_score) -> dict[str, list[SeedRow]]:
     """Three row sets for jobs with a warm start: ``job`` (init -> after GRPO), ``grpo`` (warm start -> after,
@@ -251,7 +256,7 @@ def warm_start_rows(jobs: Sequence[Path], constant: Callable[[str, Path, dict[st
         out["grpo"].append(SeedRow(seed, warmed, after, value, True, steps, f"init {init:.3f}"))
         sampled = result["rewards"]["correctness"]
         out["grpo_sampled"].append(SeedRow(seed, float(sampled["first10"]), float(sampled["last10"]), value, True,
-                                           steps, "training rollouts, temperature 1"))
+                                           steps, f"training rollouts, temperature {_temperature(job):g}"))
     return {k: sorted(v, key=lambda r: r.seed) for k, v in out.items()}
 
 
@@ -303,7 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.warm_start:
         labels = {"job": "init -> after GRPO (greedy held-out accuracy)",
                   "grpo": "what GRPO adds: warm start -> after GRPO (greedy held-out accuracy)",
-                  "grpo_sampled": "what GRPO adds to its objective: sampled correctness, first 10 -> last 10 steps"}
+                  "grpo_sampled": "what GRPO adds to its objective: sampled correctness of its rollouts (at the "
+                                  "profile's temperature), first 10 -> last 10 steps"}
         for key, rows in warm_start_rows(args.warm_start).items():
             print(f"### {labels[key]}\n")
             print(table(HEADLINES["grpo_math"], rows) + "\n")

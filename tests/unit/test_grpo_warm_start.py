@@ -143,3 +143,28 @@ def test_the_kl_reference_becomes_the_warmed_up_policy_and_refuses_a_different_m
         assert not r.requires_grad
     with pytest.raises(GputrainError, match="different parameters"):
         copy_into_reference(torch.nn.Linear(4, 8), policy)
+
+
+def test_profile_seeds_splits_the_held_out_gain_into_the_first_problems_and_the_unseen_ones(tmp_path: Path) -> None:
+    import json
+
+    from gputrain.train.math_rl.data import load_math_rows
+    from tests.support.benchmarks import load_benchmark
+
+    seeds = load_benchmark("profile_seeds")
+    data = {"source": "generated", "format": "generated", "train_size": 16, "val_size": 4, "max_operand": 9}
+    recipe = {"entrypoint": "grpo_math", "train": {"seed": 0}, "data": data,
+              "algorithm": {"eval_samples": 4, "answer_format": "gsm8k"}}
+    train, _ = load_math_rows(DataSpec.model_validate(data), seed=0, eval_size=4, answer_format="gsm8k")
+    problems = [train[0]["problem"], "unseen 1", "unseen 2", "unseen 3"]  # the first repeats a training problem
+    verdicts = {1: [0, 0, 0, 0], 2: [1, 0, 0, 0], 3: [1, 1, 1, 0]}  # init, warm start, end
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "plan.json").write_text(json.dumps({"recipe": recipe}))
+    (job / "eval_samples.jsonl").write_text("".join(
+        json.dumps({"eval": e, "problem": p, "correct": bool(c)}) + "\n"
+        for e, row in verdicts.items() for p, c in zip(problems, row, strict=True)))
+    parts = seeds.heldout_breakdown(job, first=2)
+    assert parts["all"] == (4, 0.25, 0.75)
+    assert parts["first2"] == (2, 0.5, 1.0)
+    assert parts["unseen"] == (3, 0.0, 2 / 3)
