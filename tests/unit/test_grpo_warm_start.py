@@ -168,3 +168,17 @@ def test_profile_seeds_splits_the_held_out_gain_into_the_first_problems_and_the_
     assert parts["all"] == (4, 0.25, 0.75)
     assert parts["first2"] == (2, 0.5, 1.0)
     assert parts["unseen"] == (3, 0.0, 2 / 3)
+
+
+def test_profile_seeds_reads_longer_sampled_correctness_windows_from_the_metrics(tmp_path: Path) -> None:
+    import json
+
+    from tests.support.benchmarks import load_benchmark
+
+    seeds = load_benchmark("profile_seeds")
+    lines = [{"step": 0, "warm_eval/accuracy": 0.3}] + [
+        {"step": s, "rewards/correctness/mean": r} for s, r in enumerate([0.1, 0.3, 0.5, 0.5, 0.7, 0.9], 1)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert seeds.sampled_windows(tmp_path, 2) == pytest.approx((0.2, 0.8))
+    with pytest.raises(SystemExit, match="fewer than two windows"):
+        seeds.sampled_windows(tmp_path, 4)
