@@ -232,10 +232,31 @@ def table(head: Headline, rows: Sequence[SeedRow]) -> str:
     return "\n".join(lines)
 
 
+def _temperature(job: Path) -> float:
+    """The rollouts' sampling temperature (``algorithm.temperature``; the schema's default is 1.0)."""
+    return float(_json(job / "plan.json")["recipe"].get("algorithm", {}).get("temperature", 1.0))
+
+
+def sampled_windows(job: Path, window: int) -> tuple[float, float]:
+    """Mean training ``correctness`` reward over the first and the last ``window`` steps (``metrics.jsonl``)."""
+    series: dict[int, float] = {}
+    for line in (job / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line) if line.strip() else {}
+        if "rewards/correctness/mean" in record:
+            series[int(record["step"])] = float(record["rewards/correctness/mean"])
+    values = [series[s] for s in sorted(series)]
+    if len(values) < 2 * window:
+        raise SystemExit(f"{job}: {len(values)} steps, fewer than two windows of {window}")
+    return statistics.mean(values[:window]), statistics.mean(values[-window:])
+
+
 def warm_start_rows(jobs: Sequence[Path], constant: Callable[[str, Path, dict[str, Any]], tuple[float, str]]
-                    = constant_score) -> dict[str, list[SeedRow]]:
+                    = constant_score, window: int = 10) -> dict[str, list[SeedRow]]:
     """Three row sets for jobs with a warm start: ``job`` (init -> after GRPO), ``grpo`` (warm start -> after,
-    greedy held-out accuracy), ``grpo_sampled`` (training correctness reward, first 10 -> last 10 steps)."""
+    greedy held-out accuracy), ``grpo_sampled`` (training correctness reward, first -> last ``window`` steps:
+    10 is ``result.json``'s own first10/last10; with 16 prompts a step, 10 steps draw 160 of the 512 training
+    problems, and which ones are drawn moves the mean as much as learning does, so longer windows read
+    ``metrics.jsonl``)."""
     out: dict[str, list[SeedRow]] = {"job": [], "grpo": [], "grpo_sampled": []}
     for job in jobs:
         entry, seed, result = job_facts(job)
@@ -250,9 +271,50 @@ def warm_start_rows(jobs: Sequence[Path], constant: Callable[[str, Path, dict[st
         out["job"].append(SeedRow(seed, init, after, value, True, steps, note))
         out["grpo"].append(SeedRow(seed, warmed, after, value, True, steps, f"init {init:.3f}"))
         sampled = result["rewards"]["correctness"]
-        out["grpo_sampled"].append(SeedRow(seed, float(sampled["first10"]), float(sampled["last10"]), value, True,
-                                           steps, "training rollouts, temperature 1"))
+        first, last = ((float(sampled["first10"]), float(sampled["last10"])) if window == 10
+                       else sampled_windows(job, window))
+        out["grpo_sampled"].append(SeedRow(seed, first, last, value, True, steps,
+                                           f"training rollouts, temperature {_temperature(job):g}"))
     return {k: sorted(v, key=lambda r: r.seed) for k, v in out.items()}
+
+
+def heldout_breakdown(job: Path, first: int = 128) -> dict[str, tuple[int, float, float]]:
+    """Greedy accuracy after the warm start (the job's 2nd evaluation) and at the end (its last), on subsets of
+    the held-out problems: ``all``; ``first<n>``, the first ``n`` (a generated set's first ``n`` problems are
+    exactly the ``n``-problem set of the same seed, so a larger ``data.val_size`` still reports the old one);
+    ``unseen``, the problems whose text is not among the job's training problems (generated one-digit
+    problems repeat: the same source and seed regenerate the training rows here). name -> (n, warm, final)."""
+    from gputrain.recipe.schema import DataSpec
+    from gputrain.train.math_rl.data import load_math_rows
+
+    recipe = _json(job / "plan.json")["recipe"]
+    train, _ = load_math_rows(DataSpec.model_validate(recipe["data"]), seed=int(recipe["train"]["seed"]),
+                              eval_size=int(recipe["algorithm"].get("eval_samples", 64)),
+                              answer_format=str(recipe["algorithm"].get("answer_format", "auto")))
+    seen = {r["problem"] for r in train}
+    rows = [json.loads(line) for line in (job / "eval_samples.jsonl").read_text().splitlines() if line.strip()]
+    last = max(r["eval"] for r in rows)
+    by_eval = {e: [r for r in rows if r["eval"] == e] for e in (2, last)}
+    subsets: dict[str, Callable[[int, dict[str, Any]], bool]] = {
+        "all": lambda i, r: True,
+        f"first{first}": lambda i, r: i < first,
+        "unseen": lambda i, r: r["problem"] not in seen,
+    }
+    out: dict[str, tuple[int, float, float]] = {}
+    for name, keep in subsets.items():
+        warm = [bool(r["correct"]) for i, r in enumerate(by_eval[2]) if keep(i, r)]
+        final = [bool(r["correct"]) for i, r in enumerate(by_eval[last]) if keep(i, r)]
+        out[name] = (len(warm), sum(warm) / max(1, len(warm)), sum(final) / max(1, len(final)))
+    return out
+
+
+def breakdown_table(jobs: Sequence[Path]) -> str:
+    """One line per seed: warm start -> final on every subset of :func:`heldout_breakdown`."""
+    lines = ["| seed | subset | problems | after warm start | after RL | gain |", "|---|---|---|---|---|---|"]
+    for job in sorted(jobs, key=lambda j: job_facts(j)[1]):
+        for name, (n, warm, final) in heldout_breakdown(job).items():
+            lines.append(f"| {job_facts(job)[1]} | {name} | {n} | {warm:.3f} | {final:.3f} | {final - warm:+.3f} |")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,14 +322,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--before", nargs="+", type=Path, help="the 1-step lr 1e-12 jobs")
     parser.add_argument("--after", nargs="+", type=Path, help="the trained jobs")
     parser.add_argument("--warm-start", nargs="+", type=Path, help="trained jobs with a warm start (no --before)")
+    parser.add_argument("--window", type=int, default=10, help="--warm-start: steps per sampled-correctness window")
     args = parser.parse_args(argv)
     if args.warm_start:
         labels = {"job": "init -> after GRPO (greedy held-out accuracy)",
                   "grpo": "what GRPO adds: warm start -> after GRPO (greedy held-out accuracy)",
-                  "grpo_sampled": "what GRPO adds to its objective: sampled correctness, first 10 -> last 10 steps"}
-        for key, rows in warm_start_rows(args.warm_start).items():
+                  "grpo_sampled": "what GRPO adds to its objective: sampled correctness of its rollouts (at the "
+                                  f"profile's temperature), first {args.window} -> last {args.window} steps"}
+        for key, rows in warm_start_rows(args.warm_start, window=args.window).items():
             print(f"### {labels[key]}\n")
             print(table(HEADLINES["grpo_math"], rows) + "\n")
+        print("### warm start -> after RL on subsets of the held-out problems\n")
+        print(breakdown_table(args.warm_start))
         return 0
     if not args.before or not args.after:
         parser.error("give --before and --after, or --warm-start")

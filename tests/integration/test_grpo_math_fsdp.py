@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.math_rl_run import SHORT_SEED, assert_learns_the_task, run_recipe
+from tests.integration.math_rl_run import SHORT_SEED, assert_learns_the_task, metric_series, run_recipe
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pytest.importorskip("torch")
@@ -16,9 +16,12 @@ pytest.importorskip("torch")
 
 def test_grpo_math_cpu_learns_the_task_sharded_and_evaluates(tmp_path: Path) -> None:
     job = tmp_path / "grpo_math"
-    rc, log = run_recipe(job, "grpo_math_fsdp.yaml", SHORT_SEED)
+    # a KL term (the profile has none): its reference must be the warmed-up policy, not the random init
+    rc, log = run_recipe(job, "grpo_math_fsdp.yaml", [*SHORT_SEED, "algorithm.beta=0.04"])
     assert rc == 0, log[-4000:]
     result = json.loads((job / "result.json").read_text())
+    kl = metric_series(job, "kl")
+    assert kl[0] < 1e-4 and "KL reference = the warmed-up policy" in log, kl[:3]  # step 1: policy == reference
 
     assert result["strategy_in_effect"] == "fsdp"
     assert result["sharded_local_numel"] <= 0.55 * result["global_numel"]

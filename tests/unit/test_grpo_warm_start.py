@@ -121,3 +121,64 @@ def test_profile_seeds_scores_init_warm_start_and_grpo_from_the_job_itself(tmp_p
     assert [r.gain for r in rows["grpo_sampled"]] == pytest.approx([0.1, 0.1, 0.1])
     assert rows["job"][0].constant == 0.5 and not rows["job"][1].beats_constant  # 0.45 < 0.5
     assert not seeds.verdict(rows["grpo"]).gain_met and seeds.verdict(rows["grpo_sampled"]).gain_met
+
+
+def test_the_kl_reference_becomes_the_warmed_up_policy_and_refuses_a_different_model() -> None:
+    import copy
+
+    import torch
+
+    from gputrain.errors import GputrainError
+    from gputrain.train.grpo.warm_start import copy_into_reference
+
+    torch.manual_seed(0)
+    policy = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    ref = copy.deepcopy(policy).requires_grad_(False)  # as build_policy makes it: the random init
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(1.0)  # the warm start moved every weight
+    assert copy_into_reference(ref, policy) == 4
+    for (name, r), (_, p) in zip(ref.named_parameters(), policy.named_parameters(), strict=True):
+        assert torch.equal(r, p), name
+        assert not r.requires_grad
+    with pytest.raises(GputrainError, match="different parameters"):
+        copy_into_reference(torch.nn.Linear(4, 8), policy)
+
+
+def test_profile_seeds_splits_the_held_out_gain_into_the_first_problems_and_the_unseen_ones(tmp_path: Path) -> None:
+    import json
+
+    from gputrain.train.math_rl.data import load_math_rows
+    from tests.support.benchmarks import load_benchmark
+
+    seeds = load_benchmark("profile_seeds")
+    data = {"source": "generated", "format": "generated", "train_size": 16, "val_size": 4, "max_operand": 9}
+    recipe = {"entrypoint": "grpo_math", "train": {"seed": 0}, "data": data,
+              "algorithm": {"eval_samples": 4, "answer_format": "gsm8k"}}
+    train, _ = load_math_rows(DataSpec.model_validate(data), seed=0, eval_size=4, answer_format="gsm8k")
+    problems = [train[0]["problem"], "unseen 1", "unseen 2", "unseen 3"]  # the first repeats a training problem
+    verdicts = {1: [0, 0, 0, 0], 2: [1, 0, 0, 0], 3: [1, 1, 1, 0]}  # init, warm start, end
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "plan.json").write_text(json.dumps({"recipe": recipe}))
+    (job / "eval_samples.jsonl").write_text("".join(
+        json.dumps({"eval": e, "problem": p, "correct": bool(c)}) + "\n"
+        for e, row in verdicts.items() for p, c in zip(problems, row, strict=True)))
+    parts = seeds.heldout_breakdown(job, first=2)
+    assert parts["all"] == (4, 0.25, 0.75)
+    assert parts["first2"] == (2, 0.5, 1.0)
+    assert parts["unseen"] == (3, 0.0, 2 / 3)
+
+
+def test_profile_seeds_reads_longer_sampled_correctness_windows_from_the_metrics(tmp_path: Path) -> None:
+    import json
+
+    from tests.support.benchmarks import load_benchmark
+
+    seeds = load_benchmark("profile_seeds")
+    lines = [{"step": 0, "warm_eval/accuracy": 0.3}] + [
+        {"step": s, "rewards/correctness/mean": r} for s, r in enumerate([0.1, 0.3, 0.5, 0.5, 0.7, 0.9], 1)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert seeds.sampled_windows(tmp_path, 2) == pytest.approx((0.2, 0.8))
+    with pytest.raises(SystemExit, match="fewer than two windows"):
+        seeds.sampled_windows(tmp_path, 4)

@@ -53,7 +53,7 @@ from gputrain.train.grpo.sharding import (
 )
 from gputrain.train.grpo.state import load_full_state, save_full_state
 from gputrain.train.grpo.task import GRPOTask
-from gputrain.train.grpo.warm_start import warm_start
+from gputrain.train.grpo.warm_start import copy_into_reference, warm_start
 from gputrain.train.runtime import RunContext
 from gputrain.train.runtime.schedule import lr_factor
 
@@ -209,6 +209,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     if algo.warm_start_steps and ckpt is None:  # a checkpoint already holds the warmed-up weights
         warm = _warm_start(ctx, policy, task, algo, fmt, stops)
         engine.weights_changed()
+        if ref is not None and lora_info is None:  # LoRA: the reference is the base, adapters off
+            ctx.print0(f"[grpo] KL reference = the warmed-up policy ({copy_into_reference(ref, model)} tensors)")
 
     def state() -> dict[str, Any]:
         full = save_full_state(model, optimizer)

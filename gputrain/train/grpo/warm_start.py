@@ -10,7 +10,10 @@ recipes that do not set it (every GPU recipe) run as before.
 
 Its own AdamW, thrown away afterwards, so GRPO starts with fresh optimizer state as it would from a
 checkpoint. Every rank takes its share of each batch; the wrapped model (FSDP2 or DDP) reduces the
-gradients. A resumed run skips it (the checkpoint already holds the warmed-up weights).
+gradients. A resumed run skips it (the checkpoint already holds the warmed-up weights). The KL reference
+(``algorithm.beta`` > 0) is then the warmed-up policy (:func:`copy_into_reference`), as TRL's reference is
+the SFT model it loads, not the random init the job built; a resumed run's reference is not in the checkpoint
+(it is the random init again: not fixed).
 """
 
 from __future__ import annotations
@@ -107,3 +110,23 @@ def warm_start(
     head, tail = losses[:10], losses[-10:]
     return {"steps": float(steps), "learning_rate": learning_rate, "loss_first10": sum(head) / len(head),
             "loss_last10": sum(tail) / len(tail), "seconds": time.perf_counter() - start}
+
+
+@torch.no_grad()
+def copy_into_reference(ref: torch.nn.Module, policy: torch.nn.Module) -> int:
+    """Copy the policy's weights into the frozen KL reference, parameter by parameter; returns how many.
+
+    Both were built from one model (``copy.deepcopy`` before wrapping) and are sharded alike under FSDP2,
+    so each reference parameter takes its own shard of the policy's (DTensor ``copy_``, no collective); a
+    DDP policy is unwrapped first (the reference is not wrapped). Every name must match: a reference that
+    silently kept some random-init weights would anchor GRPO to noise."""
+    from gputrain.train.grpo.sharding import unwrap
+
+    source = dict(unwrap(policy).named_parameters())
+    names = [name for name, _ in ref.named_parameters()]
+    if sorted(names) != sorted(source):
+        raise GputrainError("the KL reference and the policy have different parameters: cannot make the "
+                            "warmed-up policy the reference")
+    for name, param in ref.named_parameters():
+        param.copy_(source[name])
+    return len(names)
