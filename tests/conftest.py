@@ -51,21 +51,21 @@ SERIAL_GROUPS = {
 _GROUP_OF = {module: group for group, modules in SERIAL_GROUPS.items() for module in modules}
 
 
+#: The groups that mostly wait (on Slurm's timers, on a pod's boot and stalls): they run beside the CPU work.
+WAITING_GROUPS = frozenset({"slurm_testbed", "loopback_sshd"})
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadgroup`` with :data:`SERIAL_GROUPS` as the groups: each group is one unit of work (one
-    worker, in file order), every other test a unit of its own. Not xdist's ``xdist_group`` marks: xdist 3.8
+    worker, in file order), every other test a unit of its own, and at most one worker per core on anything
+    but :data:`WAITING_GROUPS` (``tests/support/scheduling.py``). Not xdist's ``xdist_group`` marks: xdist 3.8
     groups by renaming ``item._nodeid``, which pytest 9.2 no longer reads (``Node.nodeid`` is ``str(_id)``),
     so the marks grouped nothing and the Slurm, sshd and sandbox suites ran on several workers at once."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from tests.support.scheduling import SlotScheduling, cpu_slots
 
-    class SerialGroups(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            stem = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-            return _GROUP_OF.get(stem, nodeid)
-
-    return SerialGroups(config, log)
+    return SlotScheduling(config, log, group_of=_GROUP_OF, waiting=WAITING_GROUPS, slots=cpu_slots())
 
 
 def _optional_missing(item: pytest.Item) -> str | None:

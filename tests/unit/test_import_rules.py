@@ -104,5 +104,5 @@ def test_ci_runs_the_readmes_test_command() -> None:
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
     script = (ROOT / command).read_text() if command.startswith("scripts/") else command
     for step in ("ruff check gputrain tests", "lint-imports", "vulture", "mypy gputrain",
-                 "pytest -n 2 --dist loadgroup"):
+                 "pytest -n 4 --dist loadgroup"):
         assert step in script, step
