@@ -297,7 +297,7 @@ NOTES = """## Reading the table
 
 - Every row is a configuration the source states, at the commit or page linked; where the source leaves a
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
-- Three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
+- Step times: three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
   logged 16-node run: its task line, the launch script at the same tag and the same step's logged mean lengths)
   and verl (v0.3.0.post0 on 8 H100 and on 8 MI300X, two GRPO rows each of AMD's ROCm blog: the blog prints
   throughput, the step is derived with the tokens per step and the lengths of a log verl's docs link for
@@ -315,12 +315,28 @@ NOTES = """## Reading the table
   logs (verl-data's logs, all branches, name no device), EasyR1's baselines (the only source with memory per
   GPU: a vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
   each lack an input (listed above with what is missing). No row is made up for any of them.
+- Memory rows (prime-rl, the first source here with peak memory per GPU of text-only RL training): its trainer
+  benchmark table (Qwen3-0.6B, 4B and 30B-A3B, full and LoRA r=16, 16K and 64K tokens per micro-batch, 1-8
+  H100/H200 and 4 A6000). The benchmark runs the trainer alone on fake data, so its step (one micro-batch) is
+  not an RL step and only memory is held. Two terms come from prime-rl's code at the benchmark's commit: its
+  log-prob head loops over vocabulary chunks of 2048 (`FusedOutputLinear`, plan-only
+  `algorithm.logprob_vocab_chunk`: a `[T, 2048]` working set instead of `[T, V]`), and torch FSDP shards the
+  model as loaded, fp32, LoRA's frozen base included (the planner held it in bf16). Before them 9 of the 15
+  rows were refused as not fitting (the 64K ones at ~200 GiB planned) and the others were 2.1-9.6x over. The
+  one miss is Qwen3-30B-A3B LoRA at 64K (0.62); both 30B-A3B 64K rows are under by ~23 GiB, ~0.3 MB per token
+  more than the 16K ones: the recomputed MoE layer's routed copies (`[T x top-k, H]` gathered inputs, their
+  score-scaled copies, the experts' outputs and their gradients) that the planner prices as a dense layer of
+  the active width. No such term is added: the schema has no top-k and the count was not traced in prime-rl's
+  MoE code here. The "Offload" rows (activations offloaded to the host) are not planned (no schema field).
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
   accepted with GSM8K's lengths (62 GiB planned of 79.6; 73 before verl's fp32-only FSDP parameters and its
   in-place log-prob head, `algorithm.logits_in_place`, were priced); at the maximum response length it is refused
   (~89 GiB), and without either `algorithm.vllm_sleep_mode` or `memory.offload_during_rollout` (verl v0.4 does
-  both) it is refused at longer lengths: a verl row needs both set. The v0.3 rows do not set
+  both) it is refused at longer lengths: a verl row needs both set. Three more of verl's least-resource
+  configurations are accepted: Qwen2.5-Coder-14B GRPO on 4 H800 (refused at the maximum lengths, ~90 GiB),
+  Qwen2.5-32B GRPO with Megatron TP 8 on 8 H20 and Qwen2.5-7B GRPO-LoRA on one H100 (both accepted at the
+  maximum lengths too); their lengths are assumed (each row says so). The v0.3 rows do not set
   `logits_in_place`: verl v0.3.0.post0 computes the entropy with gradients and calls the cross-entropy without
   `inplace_backward`, so several `[T, V]` copies live, as the planner's default term prices.
 - AReaL's 7B run is a miss (predicted 0.44x). Read from realhf at v0.1.2, the planner's terms are the run's:
