@@ -312,8 +312,8 @@ NOTES = """## Reading the table
   prompts of PPO with a critic and a reward model on A800s (and called the data outdated), a workload this
   schema does not express; its paper's long-CoT comparison with verl is not in a form read here. slime's docs
   (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's other published step times and
-  logs (verl-data's logs, all branches, name no device), EasyR1's baselines (the only source with memory per
-  GPU: a vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
+  logs (verl-data's logs, all branches, name no device), EasyR1's baselines (memory per GPU of a
+  vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
   each lack an input (listed above with what is missing). No row is made up for any of them.
 - Memory rows (prime-rl, the first source here with peak memory per GPU of text-only RL training): its trainer
   benchmark table (Qwen3-0.6B, 4B and 30B-A3B, full and LoRA r=16, 16K and 64K tokens per micro-batch, 1-8
