@@ -326,8 +326,11 @@ NOTES = """## Reading the table
   one miss is Qwen3-30B-A3B LoRA at 64K (0.62); both 30B-A3B 64K rows are under by ~23 GiB, ~0.3 MB per token
   more than the 16K ones: the recomputed MoE layer's routed copies (`[T x top-k, H]` gathered inputs, their
   score-scaled copies, the experts' outputs and their gradients) that the planner prices as a dense layer of
-  the active width. No such term is added: the schema has no top-k and the count was not traced in prime-rl's
-  MoE code here. The "Offload" rows (activations offloaded to the host) are not planned (no schema field).
+  the active width. A candidate read from prime-rl's `layers/moe.py` (not measured): the routing index is
+  `expand`ed to `[T x top-k, H]` for `gather` and `scatter_add`; materialised as int64 (e.g. by the compiled
+  layer) it alone is 8 x top-k x H bytes a token, ~131 KB for Qwen3-30B-A3B. No term is added: the schema has
+  no top-k and the count is not verified. The "Offload" rows (activations offloaded to the host) are not
+  planned (no schema field).
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
   accepted with GSM8K's lengths (62 GiB planned of 79.6; 73 before verl's fp32-only FSDP parameters and its
