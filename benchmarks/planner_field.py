@@ -103,7 +103,7 @@ def ran() -> list[RanRow]:
             for r in raw.get("ran", [])]
 
 
-def _plan(row: FieldRow | RanRow) -> Any:
+def _plan(row: FieldRow | RanRow | MemoryRow) -> Any:
     """The row's plan, or None with the refusal recorded on the row."""
     from gputrain.errors import GputrainError
     from gputrain.planner import make_plan
@@ -116,6 +116,48 @@ def _plan(row: FieldRow | RanRow) -> Any:
 
 
 def plan_ran(rows: list[RanRow]) -> list[RanRow]:
+    for row in rows:
+        if (plan := _plan(row)) is not None:
+            row.memory_gib = plan.estimate.memory_gib_per_gpu
+    return rows
+
+
+@dataclass
+class MemoryRow:
+    """A published peak memory per GPU of an RL trainer, with no step time the planner's step can be held
+    against (a trainer benchmark on fake data): the planner's GiB/GPU against it, the issue's 1.5x goal."""
+
+    id: str
+    url: str
+    quote: str
+    gpu: str
+    gpus: int
+    nodes: int
+    measured_memory_gib: float
+    sets: list[str]
+    source: str = ""
+    trainer_gpus: int | None = None  # where the plan adds vLLM server GPUs the benchmark did not use
+    memory_gib: float | None = None
+    refused: str = ""
+
+    @property
+    def memory_ratio(self) -> float | None:
+        return self.memory_gib / self.measured_memory_gib if self.memory_gib else None
+
+    @property
+    def framework(self) -> str:
+        return self.source.split(" (", 1)[0].split(",", 1)[0] if self.source else self.id.split("-", 1)[0]
+
+
+def memory_rows() -> list[MemoryRow]:
+    raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    return [MemoryRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
+                      nodes=int(r.get("nodes", 1)), measured_memory_gib=float(r["measured_memory_gib"]),
+                      sets=_flat(r["sets"]), source=r.get("source", ""), trainer_gpus=r.get("trainer_gpus"))
+            for r in raw.get("memory", [])]
+
+
+def plan_memory(rows: list[MemoryRow]) -> list[MemoryRow]:
     for row in rows:
         if (plan := _plan(row)) is not None:
             row.memory_gib = plan.estimate.memory_gib_per_gpu
@@ -137,16 +179,30 @@ def plan_rows(rows: list[FieldRow]) -> list[FieldRow]:
     return rows
 
 
-def summary(rows: list[FieldRow]) -> dict[str, float]:
+def summary(rows: list[FieldRow], memory_only: list[MemoryRow] | None = None) -> dict[str, float]:
     ratios = [r.ratio for r in rows if r.ratio]
     spread = [max(x, 1 / x) for x in ratios]
-    memory = [r.memory_ratio for r in rows if r.memory_ratio]
-    return {"rows": len(rows), "refused": sum(1 for r in rows if r.refused),
+    memory = [r.memory_ratio for r in [*rows, *(memory_only or [])] if r.memory_ratio]
+    return {"rows": len(rows), "refused": sum(1 for r in [*rows, *(memory_only or [])] if r.refused),
             "within_2x": sum(1 for x in spread if x <= 2) / len(rows) if rows else 0.0,
             "median_ratio": statistics.median(ratios) if ratios else 0.0,
             "worst_ratio": max(ratios, key=lambda x: max(x, 1 / x)) if ratios else 0.0,
             "memory_rows": len(memory),
-            "memory_within_1_5x": sum(1 for x in memory if max(x, 1 / x) <= 1.5) / len(memory) if memory else 1.0}
+            "memory_within_1_5x": sum(1 for x in memory if max(x, 1 / x) <= 1.5) / len(memory) if memory else 1.0,
+            "memory_median_ratio": statistics.median(memory) if memory else 0.0,
+            "memory_worst_ratio": max(memory, key=lambda x: max(x, 1 / x)) if memory else 0.0}
+
+
+def by_framework(rows: list[FieldRow]) -> dict[str, dict[str, float]]:
+    """Step-time figures per framework: rows, share within 2x, median and worst ratio."""
+    out: dict[str, dict[str, float]] = {}
+    for name in dict.fromkeys(r.framework for r in rows):
+        ratios = [r.ratio for r in rows if r.framework == name and r.ratio]
+        n = sum(1 for r in rows if r.framework == name)
+        out[name] = {"rows": n, "within_2x": sum(1 for x in ratios if max(x, 1 / x) <= 2) / n,
+                     "median_ratio": statistics.median(ratios) if ratios else 0.0,
+                     "worst_ratio": max(ratios, key=lambda x: max(x, 1 / x)) if ratios else 0.0}
+    return out
 
 
 def _cell(quote: str) -> str:
@@ -171,17 +227,42 @@ def _phase_lines(rows: list[FieldRow]) -> list[str]:
     return lines
 
 
-def markdown(rows: list[FieldRow]) -> str:
-    s = summary(rows)
+def _memory_lines(rows: list[MemoryRow]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "## Published peak memory per GPU (trainer benchmarks, no step time to hold)", "",
+             "| run | framework | GPUs | published GiB/GPU | predicted GiB/GPU | ratio | source (quoted) |",
+             "|---|---|---|---|---|---|---|"]
+    for m in rows:
+        gpus = f"{m.nodes}×{m.gpus} {m.gpu}" if not m.trainer_gpus else f"{m.trainer_gpus} {m.gpu} (trainer)"
+        pred = "REFUSED: " + m.refused if m.refused else f"{m.memory_gib:.1f}"
+        ratio = f"{m.memory_ratio:.2f}" if m.memory_ratio else "-"
+        lines.append(f"| {m.id} | {m.framework} | {gpus} | {m.measured_memory_gib:g} | {pred} | {ratio} | "
+                     f"[source]({m.url}): `{_cell(m.quote)}` |")
+    return lines
+
+
+def _framework_lines(rows: list[FieldRow]) -> list[str]:
+    lines = ["", "| framework | step rows | within 2× | median ratio | worst ratio |", "|---|---|---|---|---|"]
+    lines += [f"| {name} | {f['rows']:.0f} | {f['within_2x']:.0%} | {f['median_ratio']:.2f} | {f['worst_ratio']:.2f} |"
+              for name, f in by_framework(rows).items()]
+    return lines
+
+
+def markdown(rows: list[FieldRow], memory_only: list[MemoryRow] | None = None) -> str:
+    memory_only = memory_only if memory_only is not None else plan_memory(memory_rows())
+    s = summary(rows, memory_only)
     lines = ["# The planner against the field's published RL runs", "",
              "Written by `python benchmarks/planner_field.py` from `benchmarks/data/planner_field.yaml` (each run as "
              "`--set` lines over `recipes/grpo_math_fsdp.yaml`); checked in CI by `tests/unit/test_planner_field.py`. "
              "Ratio = predicted / published step time.", "",
              f"**{s['rows']} runs: {s['within_2x']:.0%} within 2×, median ratio {s['median_ratio']:.2f}, worst "
              f"{s['worst_ratio']:.2f}, {s['refused']} refused; "
-             + (f"memory published for {s['memory_rows']} ({s['memory_within_1_5x']:.0%} within 1.5×)"
+             + (f"memory published for {s['memory_rows']} runs: {s['memory_within_1_5x']:.0%} within 1.5×, median "
+                f"ratio {s['memory_median_ratio']:.2f}, worst {s['memory_worst_ratio']:.2f}"
                 if s["memory_rows"]
-                else "no planned run's source publishes memory per GPU (EasyR1's, below, is unplanned)") + ".**", "",
+                else "no planned run's source publishes memory per GPU (EasyR1's, below, is unplanned)") + ".**",
+             *_framework_lines(rows), "",
              "| run | framework | GPUs | published step | predicted step | ratio | predicted GiB/GPU "
              "| source (quoted) |",
              "|---|---|---|---|---|---|---|---|"]
@@ -195,6 +276,7 @@ def markdown(rows: list[FieldRow]) -> str:
         lines.append(f"| {r.id} | {r.framework} | {r.nodes}×{r.gpus} {r.gpu} | {step} | {pred} | {ratio} | "
                      f"{mem} | [source]({r.url}): `{_cell(r.quote)}` |")
     lines += _phase_lines(rows)
+    lines += _memory_lines(memory_only)
     accepted = plan_ran(ran())
     if accepted:
         lines += ["", "## Runs that really ran, no step time published (the planner must not refuse them)", "",
@@ -215,7 +297,7 @@ NOTES = """## Reading the table
 
 - Every row is a configuration the source states, at the commit or page linked; where the source leaves a
   value out, the row's `source` field in `benchmarks/data/planner_field.yaml` says which recipe file supplied it.
-- Three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
+- Step times: three frameworks are planned: NeMo RL (two training backends, Megatron and DTensor/FSDP2), AReaL (v0.1.2's
   logged 16-node run: its task line, the launch script at the same tag and the same step's logged mean lengths)
   and verl (v0.3.0.post0 on 8 H100 and on 8 MI300X, two GRPO rows each of AMD's ROCm blog: the blog prints
   throughput, the step is derived with the tokens per step and the lengths of a log verl's docs link for
@@ -230,15 +312,34 @@ NOTES = """## Reading the table
   prompts of PPO with a critic and a reward model on A800s (and called the data outdated), a workload this
   schema does not express; its paper's long-CoT comparison with verl is not in a form read here. slime's docs
   (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's other published step times and
-  logs (verl-data's logs, all branches, name no device), EasyR1's baselines (the only source with memory per
-  GPU: a vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
+  logs (verl-data's logs, all branches, name no device), EasyR1's baselines (memory per GPU of a
+  vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
   each lack an input (listed above with what is missing). No row is made up for any of them.
+- Memory rows (prime-rl, the first source here with peak memory per GPU of text-only RL training): its trainer
+  benchmark table (Qwen3-0.6B, 4B and 30B-A3B, full and LoRA r=16, 16K and 64K tokens per micro-batch, 1-8
+  H100/H200 and 4 A6000). The benchmark runs the trainer alone on fake data, so its step (one micro-batch) is
+  not an RL step and only memory is held. Two terms come from prime-rl's code at the benchmark's commit: its
+  log-prob head loops over vocabulary chunks of 2048 (`FusedOutputLinear`, plan-only
+  `algorithm.logprob_vocab_chunk`: a `[T, 2048]` working set instead of `[T, V]`), and torch FSDP shards the
+  model as loaded, fp32, LoRA's frozen base included (the planner held it in bf16). Before them 9 of the 15
+  rows were refused as not fitting (the 64K ones at ~200 GiB planned) and the others were 2.1-9.6x over. The
+  one miss is Qwen3-30B-A3B LoRA at 64K (0.62); both 30B-A3B 64K rows are under by ~23 GiB, ~0.3 MB per token
+  more than the 16K ones: the recomputed MoE layer's routed copies (`[T x top-k, H]` gathered inputs, their
+  score-scaled copies, the experts' outputs and their gradients) that the planner prices as a dense layer of
+  the active width. A candidate read from prime-rl's `layers/moe.py` (not measured): the routing index is
+  `expand`ed to `[T x top-k, H]` for `gather` and `scatter_add`; materialised as int64 (e.g. by the compiled
+  layer) it alone is 8 x top-k x H bytes a token, ~131 KB for Qwen3-30B-A3B. No term is added: the schema has
+  no top-k and the count is not verified. The "Offload" rows (activations offloaded to the host) are not
+  planned (no schema field).
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
   accepted with GSM8K's lengths (62 GiB planned of 79.6; 73 before verl's fp32-only FSDP parameters and its
   in-place log-prob head, `algorithm.logits_in_place`, were priced); at the maximum response length it is refused
   (~89 GiB), and without either `algorithm.vllm_sleep_mode` or `memory.offload_during_rollout` (verl v0.4 does
-  both) it is refused at longer lengths: a verl row needs both set. The v0.3 rows do not set
+  both) it is refused at longer lengths: a verl row needs both set. Three more of verl's least-resource
+  configurations are accepted: Qwen2.5-Coder-14B GRPO on 4 H800 (refused at the maximum lengths, ~90 GiB),
+  Qwen2.5-32B GRPO with Megatron TP 8 on 8 H20 and Qwen2.5-7B GRPO-LoRA on one H100 (both accepted at the
+  maximum lengths too); their lengths are assumed (each row says so). The v0.3 rows do not set
   `logits_in_place`: verl v0.3.0.post0 computes the entropy with gradients and calls the cross-entropy without
   `inplace_backward`, so several `[T, V]` copies live, as the planner's default term prices.
 - AReaL's 7B run is a miss (predicted 0.44x). Read from realhf at v0.1.2, the planner's terms are the run's:
@@ -269,9 +370,9 @@ NOTES = """## Reading the table
 
 
 def main() -> int:
-    rows = plan_rows(load()[0])
-    (ROOT / "benchmarks" / "planner_field.md").write_text(markdown(rows), encoding="utf-8")
-    print(markdown(rows))
+    text = markdown(plan_rows(load()[0]))
+    (ROOT / "benchmarks" / "planner_field.md").write_text(text, encoding="utf-8")
+    print(text)
     return 0
 
 

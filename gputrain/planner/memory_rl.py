@@ -13,6 +13,8 @@
   tempered ``[B, C, V]`` copy, and every row's fp32 log-softmax output, which autograd keeps until the
   backward (the row loop bounds the fp32 copy only under ``no_grad``); the backward adds a half gradient
   of the first two and one row's fp32 gradient at a time.
+  ``algorithm.logprob_vocab_chunk`` (prime-rl's fused head) loops over vocabulary chunks instead: a
+  ``[T, chunk]`` working set and the head's weight gradient, never ``[T, V]``.
 - Sequences are padded to the longest in the micro-batch (``algorithm.sequence_packing: false``) or packed
   (true: the expected real length, no padding).
 - The reference model in the compute dtype when ``beta > 0``; vLLM's share of *total* device memory
@@ -83,7 +85,15 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                    f"{'with' if ckpt else 'without'} recomputation; HF decoder layer, measured on CPU",
                    basis="measured")]
     completion = s.completion if algo.sequence_packing else s.completion_max
-    if algo.logits_in_place:
+    if algo.logprob_vocab_chunk:
+        # prime-rl's FusedOutputLinear (trainer/models/layers/lm_head.py): the backward, per vocabulary chunk,
+        # recomputes the [T, C] product in the compute dtype, its fp32 tempered copy, the fp32 softmax and its
+        # fp32 gradient, cast to the compute dtype for the two matmuls; the head's weight gradient is full-size
+        c = min(algo.logprob_vocab_chunk, v)
+        logits = (s.micro * length * c * (2 * half + 12) + v * (model.hidden_size or 0) * half) / tp
+        note = f"vocabulary chunks of {c} columns: a [T, {c}] working set (compute-dtype product, fp32 copy, " \
+               "softmax and gradient, its cast) and the head's weight gradient; no [T, V] tensor"
+    elif algo.logits_in_place:
         # verl's dp_actor: the head's output divided by the temperature in place, log-probs by flash-attn's
         # Triton cross-entropy with inplace_backward (its gradient written into the logits); padded, the
         # completion slice is copied by the reshape and the slice's backward allocates a full-size gradient

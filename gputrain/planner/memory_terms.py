@@ -7,8 +7,8 @@ the compute dtype while accumulating micro-batches; ZeRO-2/3 reduce-scatter afte
 do not. ZeRO-3 under torch FSDP keeps the fp32 parameters only (cast per unit on all-gather); DeepSpeed's
 ZeRO-3 and Megatron keep a compute-dtype copy too. Under DDP with half precision, autocast caches a half copy
 of every weight it casts. CPU offload moves the fp32 weights and the optimizer to the host and keeps a
-compute-dtype copy on the GPU. LoRA keeps the frozen weights in the compute dtype and states only for the
-adapters.
+compute-dtype copy on the GPU. LoRA keeps the frozen weights in the compute dtype (in fp32 under torch FSDP
+full-shard, which shards the model as loaded) and states only for the adapters.
 """
 
 from __future__ import annotations
@@ -51,8 +51,12 @@ def state_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout) -> lis
     trainable = lay.trainable / mp
     terms: list[MemoryTerm] = []
     if recipe.model.lora_rank:
-        terms.append(_term("frozen_weights", half * params / mp / lay.weights_shard, cut,
-                           note="frozen base weights in the compute dtype (LoRA)"))
+        # torch FSDP full-shard of a model loaded in fp32 (prime-rl's optimization_dtype, verl's actor) keeps
+        # the frozen base sharded in fp32 too, cast per unit on all-gather; TRL/peft load it in the compute dtype
+        fp32_shard = lay.sharding == "zero3" and recipe.distributed.strategy == "fsdp"
+        terms.append(_term("frozen_weights", (4 if fp32_shard else half) * params / mp / lay.weights_shard, cut,
+                           note="frozen base weights " + ("in fp32, sharded (FSDP full-shard of an fp32 model)"
+                                                          if fp32_shard else "in the compute dtype") + " (LoRA)"))
     if lay.sharding != "auto" and not lay.offload:  # ZeRO / distributed optimizer: fp32 master with the moments
         zero3 = lay.sharding == "zero3"
         # torch FSDP full-shard stores the sharded parameters in fp32 and casts one unit at a time on all-gather

@@ -54,6 +54,8 @@ OURS_ONLY = {
     "vllm_enforce_eager": "vLLM without CUDA graphs (TRL: only `trl vllm-serve --enforce_eager`); plan-only",
     "logits_in_place": "how the planner prices the log-prob head (verl's fused in-place cross-entropy; TRL: "
                        "use_liger_kernel is another path); plan-only",
+    "logprob_vocab_chunk": "how the planner prices a vocabulary-chunked log-prob head (prime-rl's "
+                           "FusedOutputLinear; TRL: use_liger_kernel's fused linear cross-entropy); plan-only",
     "sequence_packing": "how the planner prices log-prob/update passes (TRL: padding_free); plan-only until a "
                         "trainer packs",
     "prompt_format": "TRL reads conversational datasets; ours wraps plain prompts",

@@ -65,6 +65,10 @@ class GRPOAlgorithm(BaseModel):
                                   "the logits by the temperature in place and writes its gradient into them "
                                   "(verl: flash-attn's kernel, inplace_backward): one [T, V] tensor, not the "
                                   "trainer's copies (plan-only)")
+    logprob_vocab_chunk: int | None = Field(default=None, gt=0, description="log-probs by a head that loops "
+                                            "over the vocabulary in chunks of this many columns (prime-rl's "
+                                            "FusedOutputLinear, fused_lm_head_chunk_size, 2048 in its RL "
+                                            "trainer): no [T, V] tensor, a [T, chunk] working set (plan-only)")
     off_policy_steps: int = Field(default=0, ge=0, le=1, description="1: generate step n+1 while training step "
                                   "n (one-step off-policy, step ~ max(rollout, train); plan-only)")
     sequence_packing: bool = Field(default=False, description="log-prob and update passes on packed sequences "
