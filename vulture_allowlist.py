@@ -62,3 +62,5 @@ _.do_HEAD
 _.do_GET
 _.do_POST
 _.do_DELETE
+_.gateway  # xdist WorkerController attribute the scheduler logs (tests/unit/test_slot_scheduling.py)
+_.send_runtest_some  # xdist WorkerController method the scheduler calls
