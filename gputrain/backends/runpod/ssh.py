@@ -113,6 +113,10 @@ class PodShell:
     def target(self) -> str:
         return f"{self.endpoint.username}@{self.endpoint.host}"
 
+    def remote(self, path: str) -> str:
+        """``path`` on the pod as an rsync/scp operand (``user@[v6]:path`` for an IPv6 pod)."""
+        return f"{self.endpoint.username}@{self.endpoint.copy_host}:{path}"
+
     def ssh_argv(self, command: str) -> list[str]:
         return ["ssh", *self.options, "-p", str(self.endpoint.port), "--", self.target, command]
 
@@ -135,7 +139,7 @@ class PodShell:
             if self.check("true", timeout_s=max(1.0, min(30.0, deadline - time.monotonic()))):
                 return
             if time.monotonic() + pause_s >= deadline:
-                where = f"{self.endpoint.host}:{self.endpoint.port}"
+                where = f"{self.endpoint.copy_host}:{self.endpoint.port}"
                 raise RunPodError(f"pod sshd at {where} did not accept our key before the deadline")
             time.sleep(pause_s)
 
@@ -163,8 +167,8 @@ class PodShell:
 
     def upload(self, sources: list[Path], remote_dir: str, bwlimit_kbps: int | None = None) -> None:
         self.run_checked(f"mkdir -p {shlex.quote(remote_dir)}", "create the remote folder")
-        argv = self._copy_argv([str(s) for s in sources], f"{self.target}:{remote_dir}/", bwlimit_kbps, True)
-        self._wait(argv, f"upload to {self.target}:{remote_dir}")
+        argv = self._copy_argv([str(s) for s in sources], self.remote(f"{remote_dir}/"), bwlimit_kbps, True)
+        self._wait(argv, f"upload to {self.remote(remote_dir)}")
 
     def download(self, remote_dir: str, local_dir: Path, timeout_s: float | None = None) -> None:
         self.download_paths([f"{remote_dir}/."], local_dir, timeout_s)
@@ -173,7 +177,7 @@ class PodShell:
         """Copy remote files/folders into ``local_dir``; a copy that does not finish in ``timeout_s`` is
         stopped and raises (salvage has a time budget)."""
         local_dir.mkdir(parents=True, exist_ok=True)
-        argv = self._copy_argv([f"{self.target}:{p}" for p in remote_paths], f"{local_dir}/", None, False)
+        argv = self._copy_argv([self.remote(p) for p in remote_paths], f"{local_dir}/", None, False)
         self._wait(argv, f"download from {self.target}", timeout_s)
 
     def run_checked(self, command: str, what: str, timeout_s: float | None = None) -> str:
