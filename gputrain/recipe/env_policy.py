@@ -24,7 +24,7 @@ import re
 ALLOWED_PREFIXES = (
     "NCCL_",  # NCCL tuning (NCCL_IB_DISABLE, NCCL_P2P_LEVEL, NCCL_DEBUG, NCCL_SOCKET_IFNAME ...)
     "TORCH_NCCL_",  # TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT ...
-    "HF_",  # Hugging Face hub/datasets caches and switches (HF_HOME, HF_HUB_OFFLINE ...)
+    "HF_",  # Hugging Face hub/datasets data caches and switches (HF_HUB_CACHE, HF_HUB_OFFLINE ...)
     "WANDB_",  # Weights & Biases (WANDB_PROJECT, WANDB_MODE, WANDB_NOTES ...); keys go under `secrets`
     "RECIPE_",  # the user's own settings: nothing gputrain runs reads this namespace
 )
@@ -45,6 +45,12 @@ DENIED_NAMES = frozenset({
     "HF_ALLOW_CODE_EVAL",  # `evaluate`'s code_eval runs model-written code unsandboxed when set
     "HF_DATASETS_TRUST_REMOTE_CODE",  # `datasets` runs a repository's loading script when set
 })
+
+#: Folders Python modules are imported from: transformers appends ``HF_MODULES_CACHE`` (by default
+#: ``$HF_HOME/modules``) to ``sys.path`` and imports a trusted repository's code from it, a file already there
+#: winning over the repository's (``tests/security/test_boundary_env_modules.py``). An import root, like
+#: ``PYTHONPATH``; a site's cache is the cluster profile's ``cache_dir``.
+IMPORT_ROOT_NAMES = frozenset({"HF_MODULES_CACHE", "HF_HOME"})
 
 #: What makes a library variable more than a tuning knob, wherever the library puts it in the name: where
 #: the client sends the user's credentials (``HF_ENDPOINT`` gets the hub token as a Bearer header,
@@ -69,7 +75,7 @@ _SECRET_HINT_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", r
 
 def env_name_allowed(name: str) -> bool:
     """May a recipe export ``name`` to its job?"""
-    if name in DENIED_NAMES:
+    if name in DENIED_NAMES or name in IMPORT_ROOT_NAMES:
         return False
     if name.startswith("RECIPE_"):  # nothing gputrain runs reads these: no library gives them power
         return True
@@ -106,6 +112,10 @@ def check_env_name(name: str) -> str:
     if _SECRET_HINT_RE.search(name):
         raise ValueError(f"env {name!r} looks like a secret: list its name under secrets instead")
     if not env_name_allowed(name):
+        if name in IMPORT_ROOT_NAMES:
+            raise ValueError(f"a recipe may not set {name}: it chooses a folder Python modules are imported from "
+                             "(transformers' module cache); set the cache in your cluster profile's cache_dir or "
+                             "your own environment")
         if name not in DENIED_NAMES and POWER_RE.search(name):
             raise ValueError(f"a recipe may not set {name}: it chooses where credentials are sent or which code or "
                              "files a library loads or writes; set it in your own environment if you mean it")

@@ -82,7 +82,7 @@ def test_set_cannot_point_the_hub_at_another_server(tmp_path: Path) -> None:
 
 
 def test_the_tuning_knobs_next_to_them_stay_allowed() -> None:
-    for name in ("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_ETAG_TIMEOUT", "WANDB_PROJECT",
+    for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_ETAG_TIMEOUT", "WANDB_PROJECT",
                  "WANDB_MODE", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME",
                  "TORCH_NCCL_ASYNC_ERROR_HANDLING"):
         assert env_name_allowed(name), name

@@ -85,6 +85,17 @@ def list_rows(include_foreign: bool = False) -> list[str]:
     return rows
 
 
+_RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "pod_name": str, "pod_id": str, "reason": str, "cost_per_hour_usd": (int, float), "uptime_s": (int, float),
+    "cost_usd": (int, float), "salvaged": list, "terminated": bool, "live": bool, "attempts": list}
+"""What ``PodRun`` writes into ``runpod.json`` besides the state and exit code (session.py)."""
+
+
+def _written_by_the_run(key: str, value: object) -> bool:
+    kind = _RECORD_FIELDS.get(key)
+    return kind is not None and isinstance(value, kind) and isinstance(value, bool) == (kind is bool)
+
+
 def reconcile(record: JobRecord, pod_gone: bool) -> JobRecord:
     """A run the registry still shows live although nobody drives it and its pod is gone (its ``up`` could
     not write the registry: a full disk, a kill): its end state from the job folder's ``runpod.json``, else
@@ -114,7 +125,9 @@ def reconcile(record: JobRecord, pod_gone: bool) -> JobRecord:
         if state not in FINAL:
             state, ended = "LOST", {"reason": "its run ended without recording how, and its pod is gone"}
         code = ended.get("exit_code")
-        extra = {k: v for k, v in ended.items() if k not in ("state", "exit_code")}
+        # only the fields (and types) the run's own writer puts there: whatever else wrote the file decides
+        # nothing else in the registry
+        extra = {k: v for k, v in ended.items() if _written_by_the_run(k, v)}
         try:
             return record_state(_registry(), record.job_id, state,
                                 exit_code=code if isinstance(code, int) else None, **extra)

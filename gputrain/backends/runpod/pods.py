@@ -37,13 +37,22 @@ class SshEndpoint:
         if not _USER_RE.match(self.username):
             raise RunPodError(f"the API gave the ssh user {self.username[:40]!r}, which is not a user name")
         try:
-            ipaddress.ip_address(self.host)
+            # An IPv6 scope id (``fe80::1%<text>``) is free text to ipaddress and names an interface of this
+            # machine, never a pod's public address: refused with the rest.
+            scoped = getattr(ipaddress.ip_address(self.host), "scope_id", None) is not None
         except ValueError:
-            if not _HOST_RE.match(self.host) or len(self.host) > 253:
-                raise RunPodError(f"the API gave the ssh host {self.host[:60]!r}, which is not a host name or "
-                                  "address") from None
+            scoped = not _HOST_RE.match(self.host) or len(self.host) > 253
+        if scoped:
+            raise RunPodError(f"the API gave the ssh host {self.host[:60]!r}, which is not a host name or "
+                              "address")
         if not 0 < self.port < 65536:
             raise RunPodError(f"the API gave the ssh port {self.port}, which is not a port")
+
+    @property
+    def copy_host(self) -> str:
+        """The host as rsync and scp read it in ``user@host:path``: an IPv6 address in brackets (they split at
+        the first colon; unbracketed, ``2001:db8::7`` is host ``2001``). ssh itself wants it bare."""
+        return f"[{self.host}]" if ":" in self.host else self.host
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gputrain.backends.runpod.ssh import PodShell
+from gputrain.backends.runpod.ssh import LOCAL_ONLY, PLAIN_NAME, PodShell
 from gputrain.errors import RunPodError
 
 if TYPE_CHECKING:
     from gputrain.backends.runpod.api import RunPodClient
 
-_PLAIN = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\Z")
+_PLAIN = PLAIN_NAME
 _CHECKPOINT = re.compile(r"\Astep_(\d{1,12})\Z")
-LOCAL_ONLY = ("training_output.log",)
-"""Files the local side writes itself (streamed live); the pod's copy never overwrites them."""
 CONTAINER_LOG = "container.log"
 
 

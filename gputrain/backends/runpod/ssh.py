@@ -62,6 +62,13 @@ def forget_key(pod_name: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+LOCAL_ONLY = ("training_output.log", "runpod.json", "plan.json", "run_multigpu.sh", "container.log")
+"""Names in a job folder that the local side writes itself (the live log, the run's record, the plan and
+launcher it uploads, the API's container log): a pod's file of that name is never copied over them, so the
+record that ``reconcile`` and a ``--retry`` read is only ever what this process wrote."""
+PLAIN_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\Z")
+"""A name a pod lists that may become a local path."""
+
 SSH_LOST = 255
 """ssh's own failure code: the connection could not be made or dropped."""
 
@@ -113,6 +120,10 @@ class PodShell:
     def target(self) -> str:
         return f"{self.endpoint.username}@{self.endpoint.host}"
 
+    def remote(self, path: str) -> str:
+        """``path`` on the pod as an rsync/scp operand (``user@[v6]:path`` for an IPv6 pod)."""
+        return f"{self.endpoint.username}@{self.endpoint.copy_host}:{path}"
+
     def ssh_argv(self, command: str) -> list[str]:
         return ["ssh", *self.options, "-p", str(self.endpoint.port), "--", self.target, command]
 
@@ -135,7 +146,7 @@ class PodShell:
             if self.check("true", timeout_s=max(1.0, min(30.0, deadline - time.monotonic()))):
                 return
             if time.monotonic() + pause_s >= deadline:
-                where = f"{self.endpoint.host}:{self.endpoint.port}"
+                where = f"{self.endpoint.copy_host}:{self.endpoint.port}"
                 raise RunPodError(f"pod sshd at {where} did not accept our key before the deadline")
             time.sleep(pause_s)
 
@@ -153,8 +164,8 @@ class PodShell:
             argv = ["rsync", "-a" if upload else "-rt", *(["--partial"] if upload else []), "-e", ssh]
             if bwlimit_kbps:
                 argv.append(f"--bwlimit={bwlimit_kbps}")
-            if not upload:
-                argv.append("--exclude=training_output.log")
+            if not upload:  # a second guard behind the listed names: rsync's receiver applies them too
+                argv += ["--exclude=training_output.log", *(f"--exclude=/{n}" for n in LOCAL_ONLY)]
             return [*argv, *sources, dest]
         argv = ["scp", "-r", "-p", *self.options, "-P", str(self.endpoint.port)]
         if bwlimit_kbps:
@@ -163,17 +174,25 @@ class PodShell:
 
     def upload(self, sources: list[Path], remote_dir: str, bwlimit_kbps: int | None = None) -> None:
         self.run_checked(f"mkdir -p {shlex.quote(remote_dir)}", "create the remote folder")
-        argv = self._copy_argv([str(s) for s in sources], f"{self.target}:{remote_dir}/", bwlimit_kbps, True)
-        self._wait(argv, f"upload to {self.target}:{remote_dir}")
+        argv = self._copy_argv([str(s) for s in sources], self.remote(f"{remote_dir}/"), bwlimit_kbps, True)
+        self._wait(argv, f"upload to {self.remote(remote_dir)}")
 
     def download(self, remote_dir: str, local_dir: Path, timeout_s: float | None = None) -> None:
-        self.download_paths([f"{remote_dir}/."], local_dir, timeout_s)
+        """The plainly named entries of ``remote_dir`` but :data:`LOCAL_ONLY` (listed, then copied by name: scp
+        has no exclude), regular files and folders only."""
+        from gputrain.backends.runpod.salvage import drop_non_regular
+
+        listing = self.run_checked(f"cd {shlex.quote(remote_dir)} && ls -1A .", "list the job folder", timeout_s)
+        names = [n for n in listing.split() if PLAIN_NAME.match(n) and n not in LOCAL_ONLY]
+        if names:
+            self.download_paths([f"{remote_dir}/{n}" for n in names], local_dir, timeout_s)
+            drop_non_regular(local_dir, names)
 
     def download_paths(self, remote_paths: list[str], local_dir: Path, timeout_s: float | None = None) -> None:
         """Copy remote files/folders into ``local_dir``; a copy that does not finish in ``timeout_s`` is
         stopped and raises (salvage has a time budget)."""
         local_dir.mkdir(parents=True, exist_ok=True)
-        argv = self._copy_argv([f"{self.target}:{p}" for p in remote_paths], f"{local_dir}/", None, False)
+        argv = self._copy_argv([self.remote(p) for p in remote_paths], f"{local_dir}/", None, False)
         self._wait(argv, f"download from {self.target}", timeout_s)
 
     def run_checked(self, command: str, what: str, timeout_s: float | None = None) -> str:

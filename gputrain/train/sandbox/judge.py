@@ -145,13 +145,18 @@ class _Run:
             judge.send({"test": test, "names": self.names, "setup": self.setup, "prelude": self.prelude,
                         "entry": self.entry},
                        max(0.0, test_deadline - time.monotonic()) + 0.05)
+            gone: dict[str, Any] | None = None
             while True:
                 msg = judge.receive(max(0.0, test_deadline - time.monotonic()) + 0.05)
                 if set(msg) == {"call"}:
-                    judge.send(self.relay(msg["call"], test_deadline),
-                               max(0.0, test_deadline - time.monotonic()) + 0.05)
+                    reply = self.relay(msg["call"], test_deadline)
+                    gone = gone or (reply if "gone" in reply else None)
+                    judge.send(reply, max(0.0, test_deadline - time.monotonic()) + 0.05)
                     continue
                 status, reason = _verdict(msg)
+                if gone is not None:  # only the trainer says a program is gone, and no test may swallow that
+                    # (a bare ``except:`` around the call would otherwise turn a crash or a timeout into a pass)
+                    status, reason = gone["gone"], str(gone.get("reason", ""))
                 return TestOutcome(test, status, reason)
         except SandboxTimeout:
             self.drop_judge()
