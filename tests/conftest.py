@@ -42,7 +42,8 @@ SERIAL_GROUPS = {
     "slurm_testbed": ("test_cli_exit_codes", "test_cluster_gpus", "test_offline_cluster", "test_slurm_causes",
                       "test_slurm_gnn", "test_slurm_testbed", "test_slurm_faults", "test_slurm_all_or_nothing"),
     "loopback_sshd": ("test_runpod_ssh", "test_runpod_survive", "test_runpod_up", "test_runpod_faults",
-                      "test_runpod_faults_cli", "test_boundary_pod", "test_boundary_pod_secrets"),
+                      "test_runpod_faults_cli", "test_boundary_pod", "test_boundary_pod_secrets",
+                      "test_boundary_pod_host", "test_boundary_pod_record"),
     # wall-clock limits inside: one sandbox suite at a time, so two never compete for the same cores
     "sandbox": ("test_sandbox_hostile", "test_sandbox_attacks", "test_sandbox_lifetime", "test_sandbox_level_choice"),
 }

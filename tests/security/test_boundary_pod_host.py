@@ -67,10 +67,14 @@ def _ipv6_loopback() -> bool:
 
 @pytest.fixture
 def shell6(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PodShell]:
-    if LoopbackSshd.binary() is None or not _ipv6_loopback():
+    if LoopbackSshd.binary() is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("sshd or the IPv6 loopback is missing")
-        pytest.skip("sshd or the IPv6 loopback is missing")
+            pytest.fail("sshd is required under CI=true")
+        pytest.skip("sshd is missing")
+    if not _ipv6_loopback():
+        # a property of the machine's network, not of an install CI makes: .ci/run turns ::1 on where the
+        # kernel allows it; a container without IPv6 has no IPv6 pod to reach either (the argv test holds)
+        pytest.skip("this machine has no IPv6 loopback (::1)")
     monkeypatch.setenv("GPUTRAIN_HOME", str(tmp_path / "home"))
     sshd = LoopbackSshd(tmp_path / "sshd", extra_config="ListenAddress ::1\n").start()
     key, public = ensure_key("gputrain-ipv6-test")
