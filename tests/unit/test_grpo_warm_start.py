@@ -93,13 +93,14 @@ def test_gpu_profiles_do_not_warm_start_nor_shrink_the_task() -> None:
         assert cpu.recipe.algorithm.warm_start_steps > 0 and cpu.recipe.data.max_operand == 9
 
 
-def test_the_math_cpu_profile_anchors_the_rl_phase_to_the_warmed_up_policy() -> None:
+def test_cpu_profiles_anchor_the_rl_phase_to_the_warmed_up_policy() -> None:
     """Without a KL term the RL phase unlearns the worked step the warm start taught (operands copied into
     ``a + b = c``: 0.24-0.87 of held-out answers after the warm start, 0.04-0.18 after 300 steps) and the
     greedy gain over the warm start fell below zero in a seed of three (benchmarks/RESULTS.md, #29 round 5)."""
     from gputrain.planner.resolve import make_plan
 
-    assert make_plan(RECIPES / "grpo_math_fsdp.yaml", gpu="cpu", gpus_per_node=2).recipe.algorithm.beta > 0
+    for recipe in ("grpo_math_fsdp.yaml", "gdpo_deepscaler.yaml"):
+        assert make_plan(RECIPES / recipe, gpu="cpu", gpus_per_node=2).recipe.algorithm.beta > 0, recipe
 
 
 def _job(root: Path, seed: int, init: float, warm: float, after: float, sampled: tuple[float, float]) -> Path:
