@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -317,6 +318,39 @@ def breakdown_table(jobs: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
+_WORK = re.compile(r"\s*(\d+)\s*([-+*])\s*(\d+)\s*=\s*(\d+)")
+
+
+def worked_step(job: Path) -> list[tuple[int, float, float, float]]:
+    """Per evaluation after the first (warm start, then each later one): (eval index, accuracy, share of
+    completions whose worked step ``a op b = c`` copies the question's two operands, share whose ``c`` is
+    ``a op b``). Why: the warm start teaches the worked solution; an RL phase paid only for the final answer
+    may unlearn it while the answer gets better or worse (#29 round 5)."""
+    rows = [json.loads(line) for line in (job / "eval_samples.jsonl").read_text().splitlines() if line.strip()]
+    out = []
+    for e in sorted({int(r["eval"]) for r in rows} - {1}):
+        batch = [r for r in rows if r["eval"] == e]
+        copied = consistent = 0
+        for r in batch:
+            if (m := _WORK.match(r.get("completion") or "")) is None:
+                continue
+            a, op, b, c = int(m[1]), m[2], int(m[3]), int(m[4])
+            copied += sorted(int(x) for x in re.findall(r"\d+", r["problem"])) == sorted((a, b))
+            consistent += {"+": a + b, "-": a - b, "*": a * b}[op] == c
+        n = max(1, len(batch))
+        out.append((e, sum(bool(r["correct"]) for r in batch) / n, copied / n, consistent / n))
+    return out
+
+
+def worked_step_table(jobs: Sequence[Path]) -> str:
+    lines = ["| seed | evaluations from the warm start on: accuracy / operands copied / worked step right |",
+             "|---|---|"]
+    for job in sorted(jobs, key=lambda j: job_facts(j)[1]):
+        cells = " -> ".join(f"{a:.3f} / {c:.2f} / {w:.2f}" for _, a, c, w in worked_step(job))
+        lines.append(f"| {job_facts(job)[1]} | {cells} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--before", nargs="+", type=Path, help="the 1-step lr 1e-12 jobs")
@@ -334,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(table(HEADLINES["grpo_math"], rows) + "\n")
         print("### warm start -> after RL on subsets of the held-out problems\n")
         print(breakdown_table(args.warm_start))
+        print("\n### the worked step along the run (greedy held-out completions)\n")
+        print(worked_step_table(args.warm_start))
         return 0
     if not args.before or not args.after:
         parser.error("give --before and --after, or --warm-start")

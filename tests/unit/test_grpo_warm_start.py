@@ -93,6 +93,16 @@ def test_gpu_profiles_do_not_warm_start_nor_shrink_the_task() -> None:
         assert cpu.recipe.algorithm.warm_start_steps > 0 and cpu.recipe.data.max_operand == 9
 
 
+def test_cpu_profiles_anchor_the_rl_phase_to_the_warmed_up_policy() -> None:
+    """Without a KL term the RL phase unlearns the worked step the warm start taught (operands copied into
+    ``a + b = c``: 0.24-0.87 of held-out answers after the warm start, 0.04-0.18 after 300 steps) and the
+    greedy gain over the warm start fell below zero in a seed of three (benchmarks/RESULTS.md, #29 round 5)."""
+    from gputrain.planner.resolve import make_plan
+
+    for recipe in ("grpo_math_fsdp.yaml", "gdpo_deepscaler.yaml"):
+        assert make_plan(RECIPES / recipe, gpu="cpu", gpus_per_node=2).recipe.algorithm.beta > 0, recipe
+
+
 def _job(root: Path, seed: int, init: float, warm: float, after: float, sampled: tuple[float, float]) -> Path:
     import json
 
@@ -182,3 +192,18 @@ def test_profile_seeds_reads_longer_sampled_correctness_windows_from_the_metrics
     assert seeds.sampled_windows(tmp_path, 2) == pytest.approx((0.2, 0.8))
     with pytest.raises(SystemExit, match="fewer than two windows"):
         seeds.sampled_windows(tmp_path, 4)
+
+
+def test_profile_seeds_measures_whether_the_worked_step_copies_the_operands(tmp_path: Path) -> None:
+    import json
+
+    from tests.support.benchmarks import load_benchmark
+
+    seeds = load_benchmark("profile_seeds")
+    q = "Ben has 6 apples and gets 3 more. How many apples does Ben have?"
+    completions = {1: ["\n\n"], 2: ["6 + 3 = 9\n#### 9", "3 + 6 = 8\n#### 9"], 3: ["7 + 3 = 9\n#### 9", "9"]}
+    (tmp_path / "eval_samples.jsonl").write_text("".join(
+        json.dumps({"eval": e, "problem": q, "completion": c, "correct": c.endswith("9")}) + "\n"
+        for e, texts in completions.items() for c in texts))
+    # eval 1 (init) is left out; eval 2: both copy 6 and 3, one computes 6 + 3 right; eval 3: neither copies
+    assert seeds.worked_step(tmp_path) == [(2, 1.0, 1.0, 0.5), (3, 1.0, 0.0, 0.0)]
