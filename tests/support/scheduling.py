@@ -1,12 +1,13 @@
 """How ``pytest -n N --dist loadgroup`` hands tests to workers: serial groups, and no more CPU work than cores.
 
-Two groups of integration tests mostly wait: the Slurm testbed's (jobs queue, get signalled, requeue: ~11 of
-their ~11 minutes are Slurm's timers) and the RunPod fake's (a pod that boots, stalls, is cut off: ~600 s of
-wall time for ~120 CPU-s). Everything else is CPU-bound (two-rank trainings, model exports). With two workers
-on two cores, both workers sat in the waiting groups for the suite's first ten minutes while the trainings
-queued behind them: CI used ~60 % of its two cores (benchmarks/RESULTS.md, #26). With a third worker, the
-waiting groups overlapped the trainings, but once they were done three workers ran trainings on two cores and
-the oversubscribed gloo ranks spent 5 more CPU-minutes than the same work one pair at a time.
+Two groups of integration tests mostly wait: the Slurm testbed's (jobs queue, get signalled, requeue: ~660 s
+of wall time for ~20 CPU-s in pytest's processes, the rest Slurm's timers and short jobs) and the RunPod fake's
+(a pod that boots, stalls, is cut off: ~600 s of wall time for ~120 CPU-s). Everything else is CPU-bound
+(two-rank trainings, model exports). With two workers on two cores, both workers sat in the waiting groups for
+the suite's first ten minutes while the trainings queued behind them: CI used ~60 % of its two cores
+(benchmarks/RESULTS.md, #26). With a third worker, the waiting groups overlapped the trainings, but once they
+were done three workers ran trainings on two cores and the oversubscribed gloo ranks spent 5 more CPU-minutes
+than the same work one pair at a time.
 
 So a worker runs a *waiting* group beside the CPU work, and CPU work (every other unit) runs on at most
 ``cpu_slots`` workers at once (the cores this process may use): `scripts/check` asks for four workers, two for
