@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from gputrain.backends.runpod.api import RunPodClient
-from gputrain.backends.runpod.pods import SshEndpoint
 from gputrain.backends.runpod.salvage import keep_container_log, salvage
-from gputrain.backends.runpod.ssh import PodShell, ensure_key
+from gputrain.backends.runpod.ssh import PodShell
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from runpod_fake import FakeRunPod, LoopbackSshd
+from runpod_fake import FakeRunPod
+
+from tests.support.pod_shell import loopback_pod_shell
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CANARY = "rpa_CANARY_salvage_7d1e0b3c5a"
@@ -32,16 +33,8 @@ CANARY = "rpa_CANARY_salvage_7d1e0b3c5a"
 
 @pytest.fixture
 def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PodShell]:
-    if LoopbackSshd.binary() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sshd missing: apt-get install -y openssh-server rsync")
-        pytest.skip("sshd missing")
-    monkeypatch.setenv("GPUTRAIN_HOME", str(tmp_path / "home"))
-    sshd = LoopbackSshd(tmp_path / "sshd").start()
-    key, public = ensure_key("gputrain-salvage-test")
-    sshd.authorize(public)
-    yield PodShell(SshEndpoint("127.0.0.1", sshd.port, sshd.user), key)
-    sshd.stop()
+    with loopback_pod_shell(tmp_path, monkeypatch, "gputrain-salvage-test") as shell:
+        yield shell
 
 
 def _hostile_pod_folder(tmp_path: Path) -> Path:

@@ -15,20 +15,16 @@ The attacks, on the tree before this round:
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gputrain.backends.runpod.pods import Pod, SshEndpoint
-from gputrain.backends.runpod.ssh import PodShell, ensure_key
+from gputrain.backends.runpod.ssh import PodShell
 from gputrain.errors import RunPodError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from runpod_fake import LoopbackSshd
+from tests.support.pod_shell import loopback_pod_shell
 
 
 @pytest.mark.parametrize("host", [
@@ -67,20 +63,13 @@ def _ipv6_loopback() -> bool:
 
 @pytest.fixture
 def shell6(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PodShell]:
-    if LoopbackSshd.binary() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sshd is required under CI=true")
-        pytest.skip("sshd is missing")
     if not _ipv6_loopback():
         # a property of the machine's network, not of an install CI makes: .ci/run turns ::1 on where the
         # kernel allows it; a container without IPv6 has no IPv6 pod to reach either (the argv test holds)
         pytest.skip("this machine has no IPv6 loopback (::1)")
-    monkeypatch.setenv("GPUTRAIN_HOME", str(tmp_path / "home"))
-    sshd = LoopbackSshd(tmp_path / "sshd", extra_config="ListenAddress ::1\n").start()
-    key, public = ensure_key("gputrain-ipv6-test")
-    sshd.authorize(public)
-    yield PodShell(SshEndpoint("::1", sshd.port, sshd.user), key)
-    sshd.stop()
+    with loopback_pod_shell(tmp_path, monkeypatch, "gputrain-ipv6-test", host="::1",
+                            extra_config="ListenAddress ::1\n") as shell:
+        yield shell
 
 
 @pytest.mark.integration

@@ -15,22 +15,17 @@ too), and ``reconcile`` takes only the fields and types its own writer writes.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gputrain.backends.runpod.manage import reconcile
-from gputrain.backends.runpod.pods import SshEndpoint
 from gputrain.backends.runpod.salvage import salvage
-from gputrain.backends.runpod.ssh import PodShell, ensure_key
+from gputrain.backends.runpod.ssh import PodShell
 from gputrain.registry.store import JobRecord, JobRegistry
 from gputrain.registry.transitions import record_job
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from runpod_fake import LoopbackSshd
+from tests.support.pod_shell import loopback_pod_shell
 
 pytestmark = [pytest.mark.integration]
 NAME = "gputrain-record-test-0123456789"
@@ -40,16 +35,8 @@ PLANTED = {"state": "COMPLETED", "exit_code": 0, "pod_id": "someone-elses-pod", 
 
 @pytest.fixture
 def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PodShell]:
-    if LoopbackSshd.binary() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sshd missing: apt-get install -y openssh-server rsync")
-        pytest.skip("sshd missing")
-    monkeypatch.setenv("GPUTRAIN_HOME", str(tmp_path / "home"))
-    sshd = LoopbackSshd(tmp_path / "sshd").start()
-    key, public = ensure_key(NAME)
-    sshd.authorize(public)
-    yield PodShell(SshEndpoint("127.0.0.1", sshd.port, sshd.user), key)
-    sshd.stop()
+    with loopback_pod_shell(tmp_path, monkeypatch, NAME) as shell:
+        yield shell
 
 
 def _folders(tmp_path: Path) -> tuple[Path, Path]:
