@@ -11,18 +11,24 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gputrain.errors import UserError
+
+if TYPE_CHECKING:
+    from gputrain.contract.plan import JobPlan
 
 INSTALL = "install it from the clone: {python} -m pip install '.[train]' (torch first, the build for your machine)"
 
 
-def require_train_extra(command: str, entrypoint: str) -> None:
-    """The interpreter torchrun will start imports what ``entrypoint`` needs (``$PYTHON``, else this one)."""
+def require_train_extra(command: str, plan: JobPlan) -> None:
+    """The interpreter torchrun will start imports what the plan's job needs (``$PYTHON``, else this one)."""
+    from gputrain.contract.needs import node_packages
     from gputrain.offline.interpreter import check_interpreter
 
     python = os.environ.get("PYTHON", sys.executable)
-    missing = check_interpreter(python, entrypoint).missing
+    entrypoint = plan.recipe.entrypoint
+    missing = check_interpreter(python, entrypoint, packages=node_packages(plan)).missing
     if missing:
         raise UserError(f"{command} needs the `train` extra: {python} cannot import {', '.join(missing)} "
                         f"(entrypoint {entrypoint}); {INSTALL.format(python=python)}, or set PYTHON to an "

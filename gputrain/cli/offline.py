@@ -129,7 +129,7 @@ def check_before_submit(plan: JobPlan, command: str, *, check_python: bool = Tru
     from gputrain.errors import UserError
     from gputrain.offline.interpreter import require_interpreter
     from gputrain.offline.manifest import check_cache
-    from gputrain.offline.needs import hub_items
+    from gputrain.offline.needs import hub_items, node_packages
     from gputrain.render.sbatch import default_python
 
     profile = plan.cluster
@@ -137,7 +137,7 @@ def check_before_submit(plan: JobPlan, command: str, *, check_python: bool = Tru
         tracking = tuple(name for name, on in (("wandb", plan.recipe.tracking.wandb),
                                                ("tensorboard", plan.recipe.tracking.tensorboard)) if on)
         result = require_interpreter(default_python(profile, sys.executable), plan.recipe.entrypoint,
-                                     tracking=tracking)
+                                     tracking=tracking, packages=node_packages(plan))
         if not result.checked:
             warn(f"{result.note} (the cluster profile's python)")
     if profile is None or not profile.offline:

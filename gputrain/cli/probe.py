@@ -39,7 +39,7 @@ def run_probe(path: Path, gpu: str | None, kwargs: dict[str, Any], steps: int) -
     from gputrain.cli.extras import require_train_extra
     from gputrain.cli.launch import launch
 
-    require_train_extra("plan --probe", plan.recipe.entrypoint)
+    require_train_extra("plan --probe", plan)
 
     def announce(subs: list[Submission]) -> None:
         print(f"probe: job {subs[0].job_id}, {steps} steps on {here.gpu.name} ({subs[0].job_dir})", file=sys.stderr,

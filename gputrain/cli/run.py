@@ -81,7 +81,7 @@ def _run(recipe: str, gpu: str | None, gpus: int | None, set_: list[str] | None,
         warn(warning)
     from gputrain.cli.extras import require_train_extra
 
-    require_train_extra("gputrain run", planned.requests[0].plan.recipe.entrypoint)
+    require_train_extra("gputrain run", planned.requests[0].plan)
 
     def announce(subs: list[Submission]) -> None:
         sub = subs[0]

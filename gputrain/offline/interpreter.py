@@ -28,7 +28,8 @@ class InterpreterCheck:
     note: str = ""
 
 
-def check_interpreter(python: str, entrypoint: str, *, tracking: tuple[str, ...] = ()) -> InterpreterCheck:
+def check_interpreter(python: str, entrypoint: str, *, tracking: tuple[str, ...] = (),
+                      packages: tuple[str, ...] | None = None) -> InterpreterCheck:
     """Probe ``python`` for gputrain and the entrypoint's packages (plus ``tracking``: wandb, tensorboard).
 
     An interpreter that is not a file here (a bare ``python`` the set-up lines provide, a container) cannot be
@@ -37,7 +38,9 @@ def check_interpreter(python: str, entrypoint: str, *, tracking: tuple[str, ...]
     if not os.path.isabs(python) or not os.path.isfile(python):
         return InterpreterCheck(python, False, note=f"{python} is not a file on this machine: not checked")
     # the packages the entrypoint imports on the node (its row; the ``train`` extra holds them all)
-    needs = ENTRYPOINTS[entrypoint].packages if entrypoint in ENTRYPOINTS else ("torch",)
+    # (``packages``: what this recipe needs of them, ``gputrain.contract.needs.node_packages``)
+    needs = packages if packages is not None else ENTRYPOINTS[entrypoint].packages if entrypoint in ENTRYPOINTS \
+        else ("torch",)
     modules = ("gputrain", *needs, *tracking)
     try:
         proc = subprocess.run([python, "-c", _PROBE, *modules], capture_output=True, text=True, timeout=60,
@@ -51,9 +54,10 @@ def check_interpreter(python: str, entrypoint: str, *, tracking: tuple[str, ...]
     return InterpreterCheck(python, True, tuple(m for m in modules if not found.get(m)))
 
 
-def require_interpreter(python: str, entrypoint: str, *, tracking: tuple[str, ...] = ()) -> InterpreterCheck:
+def require_interpreter(python: str, entrypoint: str, *, tracking: tuple[str, ...] = (),
+                        packages: tuple[str, ...] | None = None) -> InterpreterCheck:
     """:func:`check_interpreter`, refusing in one line with the install command when something is missing."""
-    result = check_interpreter(python, entrypoint, tracking=tracking)
+    result = check_interpreter(python, entrypoint, tracking=tracking, packages=packages)
     if result.missing:
         names = ", ".join(result.missing)
         extras = "train,track" if tracking else "train"
