@@ -65,6 +65,7 @@ def one_update(tmp: Path, packing: bool) -> tuple[float, list[torch.Tensor], Rol
     return sum(stats.losses) + sum(stats.kls) + sum(stats.entropies), steps, batch
 
 
+@pytest.mark.slow  # two real updates of a tiny Qwen2 and a plan each: 5-11 s on the shared 2 cores
 def test_a_packed_update_gives_the_padded_loss_and_gradients_and_processes_fewer_tokens(tmp_path: Path) -> None:
     loss_pad, steps_pad, pad = one_update(tmp_path / "pad", packing=False)
     loss_pack, steps_pack, pack = one_update(tmp_path / "pack", packing=True)
@@ -80,3 +81,13 @@ def test_a_packed_update_gives_the_padded_loss_and_gradients_and_processes_fewer
     assert pack.tokens.update == packed < mask.numel()  # the update pass ran packed, nothing on padding
     assert pack.tokens.logprob == 2 * packed
     assert pack.tokens.real == pad.tokens.real == int(mask.sum())
+
+
+def test_a_flex_packed_pass_never_counts_more_than_the_padded_grid() -> None:
+    """FlexAttention pads each bin to 128 tokens: where packing saves nothing the pass runs (and counts) padded."""
+    full = torch.ones(4, 320, dtype=torch.long)
+    assert processed_tokens(full, True, True) == full.numel()  # 4 bins of 384 would be more
+    half = full.clone()
+    half[:, 160:] = 0
+    assert processed_tokens(half, True, True) == 2 * 384  # two sequences per 384-token bin
+    assert processed_tokens(half, True, False) == 640  # the eager packer: the real tokens

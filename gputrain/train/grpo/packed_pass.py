@@ -10,7 +10,9 @@ fp32 gradients within 2.4e-6). Elsewhere ``packing`` (an explicit block-diagonal
 FlexAttention backward on the CPU (2.13: "does not support backward on CPU") and compiles it for ~15 s, so
 the update could not run there; the eager packer is exact (tests/unit/test_grpo_packing.py) and has a
 backward, so a CPU run with packing on does what it says instead of being refused.
-Each bin holds at most the padded batch's width, so a packed pass never needs more memory than the padded one.
+A bin holds at most the padded width (FlexAttention: rounded up to its 128-token block, which it pads to
+anyway); a micro-batch whose packed form would process as many tokens as its padded form (little padding, or
+long sequences that fill a bin each) runs padded: the result is the same and never costs more.
 """
 
 from __future__ import annotations
@@ -37,17 +39,21 @@ def use_flex(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
+def bin_tokens(width: int, flex: bool) -> int:
+    return -(-width // FLEX_BLOCK) * FLEX_BLOCK if flex else width
+
+
 def processed_tokens(attention_mask: torch.Tensor, packing: bool, flex: bool) -> int:
     """Tokens one pass over ``attention_mask``'s rows processes: the full width padded; packed, the bins'
-    fill (eager) or bins × the 128-aligned width (FlexAttention)."""
+    fill (eager) or bins × the 128-aligned width (FlexAttention); the padded count where packing saves nothing."""
+    padded = int(attention_mask.numel())
     if not packing:
-        return int(attention_mask.numel())
+        return padded
     lengths = attention_mask.sum(1).tolist()
-    bins = pack_lengths(lengths, attention_mask.size(1))
+    bins = pack_lengths(lengths, bin_tokens(attention_mask.size(1), flex))
     fill = [sum(lengths[r] for r in group) for group in bins]
-    if flex:
-        return len(bins) * (-(-max(fill) // FLEX_BLOCK) * FLEX_BLOCK)
-    return sum(fill)
+    packed = len(bins) * (-(-max(fill) // FLEX_BLOCK) * FLEX_BLOCK) if flex else sum(fill)
+    return min(packed, padded)
 
 
 def logprob_pass(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int,
@@ -61,8 +67,12 @@ def logprob_pass(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask
     out = []
     for s in range(0, input_ids.size(0), micro):
         ids, attn = input_ids[s : s + micro], attention_mask[s : s + micro]
-        tally.logprob += processed_tokens(attn, True, flex)
-        out.append(packer(model, ids, attn, keep, temperature)[0])
+        n = processed_tokens(attn, True, flex)
+        tally.logprob += n
+        if n >= attn.numel():
+            out.append(completion_logprobs(model, ids, attn, keep, temperature))
+        else:
+            out.append(packer(model, ids, attn, keep, temperature, bin_tokens(attn.size(1), flex))[0])
     return torch.cat(out, dim=0)
 
 
@@ -74,7 +84,11 @@ def update_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_m
         return completion_logprobs_and_entropy(model, input_ids, attention_mask, keep, temperature)
     flex = use_flex(input_ids.device)
     packer = flex_packed_completion_logprobs if flex else packed_completion_logprobs
-    tally.update += processed_tokens(attention_mask, True, flex)
-    lp, ent = packer(model, input_ids, attention_mask, keep, temperature, entropy=True)
+    n = processed_tokens(attention_mask, True, flex)
+    tally.update += n
+    if n >= attention_mask.numel():
+        return completion_logprobs_and_entropy(model, input_ids, attention_mask, keep, temperature)
+    lp, ent = packer(model, input_ids, attention_mask, keep, temperature, bin_tokens(attention_mask.size(1), flex),
+                     entropy=True)
     assert ent is not None
     return lp, ent
