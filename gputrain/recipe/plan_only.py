@@ -1,8 +1,9 @@
 """Recipe fields the planner prices but the trainers do not run yet: ``plan`` accepts them, launching refuses.
 
 One row per field: the dotted name and when a recipe's value asks for something the trainers lack. A field
-leaves this table when its trainer implements it (``algorithm.sequence_packing`` leaves with the packed
-RL passes of the GPU issue). ``gputrain run``, ``submit`` and ``runpod up`` call :func:`refuse_plan_only`.
+leaves this table when its trainer implements it (``algorithm.sequence_packing`` left with the packed
+RL passes of #27: ``train/grpo/packed_pass.py``). ``gputrain run``, ``submit`` and ``runpod up`` call
+:func:`refuse_plan_only`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ PLAN_ONLY: tuple[tuple[str, Callable[[Recipe], bool]], ...] = (
     ("algorithm.logits_in_place", lambda r: (a := _algo(r)) is not None and a.logits_in_place),
     ("algorithm.logprob_vocab_chunk", lambda r: (a := _algo(r)) is not None and a.logprob_vocab_chunk is not None),
     ("algorithm.off_policy_steps", lambda r: (a := _algo(r)) is not None and a.off_policy_steps > 0),
-    ("algorithm.sequence_packing", lambda r: (a := _algo(r)) is not None and a.sequence_packing),
     ("memory.offload_during_rollout", lambda r: r.memory.offload_during_rollout),
     ("memory.reference_on_host", lambda r: r.memory.reference_on_host),
 )

@@ -56,8 +56,8 @@ OURS_ONLY = {
                        "use_liger_kernel is another path); plan-only",
     "logprob_vocab_chunk": "how the planner prices a vocabulary-chunked log-prob head (prime-rl's "
                            "FusedOutputLinear; TRL: use_liger_kernel's fused linear cross-entropy); plan-only",
-    "sequence_packing": "how the planner prices log-prob/update passes (TRL: padding_free); plan-only until a "
-                        "trainer packs",
+    "sequence_packing": "log-prob/update passes on packed sequences (TRL: padding_free); FlexAttention on "
+                        "CUDA, an explicit block mask elsewhere",
     "prompt_format": "TRL reads conversational datasets; ours wraps plain prompts",
     "system_prompt": "as above",
     "train_batch_size": "verl's batch vocabulary (TRL: generation_batch_size from per-device batches)",

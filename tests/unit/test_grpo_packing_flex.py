@@ -45,3 +45,21 @@ def test_flex_packed_sequence_never_attends_across_its_boundary() -> None:
     assert torch.equal(before[later], after[later])
     assert not torch.equal(before[first], after[first])
     assert FLEX_BLOCK % 128 == 0
+
+
+@torch.no_grad()
+def test_switching_between_eval_and_train_keeps_one_compiled_flex_kernel() -> None:
+    """The trainer's passes alternate eval (reference, old policy) and train (update): transformers would
+    compile FlexAttention again at each switch (#27); the compiled kernel must stay the same object."""
+    from transformers.integrations.flex_attention import WrappedFlexAttention
+
+    model = tiny_policy()
+    ids, mask, _, comp_w = rollout()
+    flex_packed_completion_logprobs(model, ids, mask, comp_w, max_tokens=20)
+    kernel = WrappedFlexAttention._instance._compiled_flex_attention
+    assert kernel is not None
+    model.train()
+    flex_packed_completion_logprobs(model, ids, mask, comp_w, max_tokens=20)
+    model.eval()
+    flex_packed_completion_logprobs(model, ids, mask, comp_w, max_tokens=20)
+    assert WrappedFlexAttention._instance._compiled_flex_attention is kernel

@@ -7,9 +7,10 @@ bins are padded to one fixed width (a multiple of 128, FlexAttention's block), s
 mask is a FlexAttention ``BlockMask`` built from sequence ids: causal inside a sequence, nothing across
 (``mask_mod`` below), so the kernel skips every tile outside the diagonal blocks. transformers passes a
 ``BlockMask`` straight to its ``flex_attention`` implementation, selected for this call only. The log-probs
-of all completions come out of one gather. Off by default: the GRPO trainer does not call it until a GPU
-measures it (``benchmarks/gpu_suite.py --steps rl_logprob_flex``). Exactness against the padded pass and
-the boundary are held by tests/unit/test_grpo_packing_flex.py.
+of all completions come out of one gather. The GRPO trainer runs it on CUDA with ``algorithm.sequence_packing``
+(``packed_pass.py``; H100 2026-11-27, ``benchmarks/gpu_suite.py --steps rl_logprob_flex``: log-prob pass
+1.44×, update pass 10× faster than padded). Exactness against the padded pass and the boundary are held by
+tests/unit/test_grpo_packing_flex.py.
 """
 
 from __future__ import annotations
@@ -36,10 +37,29 @@ def flex_attention_implementation(model: torch.nn.Module) -> Iterator[None]:
         raise ValueError("flex packing needs a transformers model (a .config with _attn_implementation)")
     before = config._attn_implementation
     config._attn_implementation = "flex_attention"
+    _keep_one_compiled_kernel(inner.training)
     try:
         yield
     finally:
         config._attn_implementation = before
+
+
+def _keep_one_compiled_kernel(training: bool) -> None:
+    """transformers (5.24) compiles ``flex_attention`` in a singleton and compiles it anew whenever the
+    module's ``training`` flag differs from the last call's; the trainer alternates eval (reference, old
+    policy) and train (update) every step, so each step would compile twice and dynamo's recompile limit
+    would soon drop to the eager kernel. Both compilations are the same ``torch.compile(flex_attention)``
+    except on torch 2.6.0 (a training-only mode there), so elsewhere the singleton is told the flag it will
+    see. A transformers without this singleton is left alone."""
+    try:
+        from transformers.integrations.flex_attention import WrappedFlexAttention
+    except ImportError:
+        return
+    if torch.__version__.startswith("2.6.0"):
+        return
+    inst: Any = getattr(WrappedFlexAttention, "_instance", None)
+    if inst is not None and getattr(inst, "_is_flex_compiled", False) and hasattr(inst, "training"):
+        inst.training = training
 
 
 def document_block_mask(seq: torch.Tensor) -> Any:

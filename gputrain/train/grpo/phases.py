@@ -29,12 +29,8 @@ from gputrain.train.grpo.advantages import (
     reward_statistics,
 )
 from gputrain.train.grpo.engines import RolloutEngine, Sampling
-from gputrain.train.grpo.loss import (
-    completion_logprobs,
-    completion_logprobs_and_entropy,
-    grpo_loss,
-    truncated_is_weights,
-)
+from gputrain.train.grpo.loss import grpo_loss, truncated_is_weights
+from gputrain.train.grpo.packed_pass import TokenTally, logprob_pass, update_logprobs
 from gputrain.train.grpo.prompts import PromptFormat
 from gputrain.train.grpo.rollout import Rollout
 from gputrain.train.grpo.sharding import hf_model
@@ -66,6 +62,7 @@ class RolloutBatch:
     ref: torch.Tensor | None
     is_weights: torch.Tensor | None
     seconds: dict[str, float] = field(default_factory=dict)
+    tokens: TokenTally = field(default_factory=TokenTally)
 
 
 @dataclass
@@ -134,15 +131,20 @@ def rollout_phase(
     micro = ctx.recipe.train.batch_size
     use_is = algo.vllm_is_correction and roll.sampler_logps is not None
     need_old = n_mini > 1 or algo.num_iterations > 1 or use_is
+    tally = TokenTally(real=int(attn.sum()))
+    pack = algo.sequence_packing
     with torch.no_grad(), ctx.autocast():
-        old = completion_logprobs(policy.model, input_ids, attn, keep, algo.temperature, micro) if need_old else None
+        old = (logprob_pass(policy.model, input_ids, attn, keep, algo.temperature, micro, pack, tally)
+               if need_old else None)
         ref = policy.ref
-        ref_lp = completion_logprobs(ref, input_ids, attn, keep, algo.temperature, micro) if ref is not None else None
+        ref_lp = (logprob_pass(ref, input_ids, attn, keep, algo.temperature, micro, pack, tally)
+                  if ref is not None else None)
     is_weights = None
     if use_is and old is not None and roll.sampler_logps is not None:
         is_weights = truncated_is_weights(old.float(), roll.sampler_logps, mask, algo.vllm_is_cap)
     seconds = {"sync": t_sync, "rollout": t_gen, "reward": t_score, "start": t0}
-    return RolloutBatch(rows, roll, all_scores, all_advantages, advantages, mask, old, ref_lp, is_weights, seconds)
+    return RolloutBatch(rows, roll, all_scores, all_advantages, advantages, mask, old, ref_lp, is_weights, seconds,
+                        tally)
 
 
 def update_phase(ctx: RunContext, policy: Policy, batch: RolloutBatch, n_mini: int) -> UpdateStats:
@@ -163,9 +165,8 @@ def update_phase(ctx: RunContext, policy: Policy, batch: RolloutBatch, n_mini: i
                 mb = slice(s, min(s + micro, sl.stop))
                 with grad_sync(model, i == len(starts) - 1):
                     with ctx.autocast():
-                        lp, ent = completion_logprobs_and_entropy(
-                            model, input_ids[mb], attn[mb], keep, algo.temperature
-                        )
+                        lp, ent = update_logprobs(model, input_ids[mb], attn[mb], keep, algo.temperature,
+                                                  algo.sequence_packing, batch.tokens)
                     out = grpo_loss(
                         lp.float(),
                         batch.advantages[mb],
@@ -239,6 +240,10 @@ def step_metrics(
         "weight_sync_seconds": batch.seconds["sync"],
         "reward_seconds": batch.seconds["reward"],
         "epoch": epoch,
+        # real tokens vs tokens the log-prob and update passes put through the model (this step, all ranks)
+        "tokens/real": global_sum(float(batch.tokens.real), ctx.device),
+        "tokens/logprob_processed": global_sum(float(batch.tokens.logprob), ctx.device),
+        "tokens/update_processed": global_sum(float(batch.tokens.update), ctx.device),
     }
     if batch.is_weights is not None:
         on = batch.mask.bool()

@@ -244,6 +244,11 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                 f"loss {values['loss']:.4f} kl {values['kl']:.4f} len {values['completions/mean_length']:.1f} "
                 f"tok/s {values['tokens_per_s']:.0f} {values['step_seconds']:.2f}s"
             )
+            ctx.print0(  # a text line for the log parsers (no "step N"): the numbers are in metrics.jsonl
+                f"[grpo] tokens ({'packed' if algo.sequence_packing else 'padded'}): {values['tokens/real']:.0f} "
+                f"real; the log-prob passes processed {values['tokens/logprob_processed']:.0f}, the update "
+                f"passes {values['tokens/update_processed']:.0f}"
+            )
 
         if train.eval_every and step % int(train.eval_every) == 0 and step < max_steps:
             with ctx.phase(f"evaluation at step {step}"):
