@@ -322,14 +322,13 @@ NOTES = """## Reading the table
   log-prob head loops over vocabulary chunks of 2048 (`FusedOutputLinear`, plan-only
   `algorithm.logprob_vocab_chunk`: a `[T, 2048]` working set instead of `[T, V]`), and torch FSDP shards the
   model as loaded, fp32, LoRA's frozen base included (the planner held it in bf16). Before them 9 of the 15
-  rows were refused as not fitting (the 64K ones at ~200 GiB planned) and the others were 2.1-9.6x over. The
-  one miss is Qwen3-30B-A3B LoRA at 64K (0.62); both 30B-A3B 64K rows are under by ~23 GiB, ~0.3 MB per token
-  more than the 16K ones: the recomputed MoE layer's routed copies (`[T x top-k, H]` gathered inputs, their
-  score-scaled copies, the experts' outputs and their gradients) that the planner prices as a dense layer of
-  the active width. A candidate read from prime-rl's `layers/moe.py` (not measured): the routing index is
-  `expand`ed to `[T x top-k, H]` for `gather` and `scatter_add`; materialised as int64 (e.g. by the compiled
-  layer) it alone is 8 x top-k x H bytes a token, ~131 KB for Qwen3-30B-A3B. No term is added: the schema has
-  no top-k and the count is not verified. The "Offload" rows (activations offloaded to the host) are not
+  rows were refused as not fitting (the 64K ones at ~200 GiB planned) and the others were 2.1-9.6x over. A
+  third term (#28) is the MoE layer's routing activations (`gputrain/planner/moe_memory.py`, plan-only model
+  fields `model.experts_per_token`, `model.num_experts`), read from prime-rl's `layers/moe.py`: per token and
+  routed expert the bf16 gathered input of the grouped GEMMs and the fp32 copy of the experts' output kept by
+  the score multiply, and in the recomputed layer's backward three fp32 copies more (18 x top-k x H bytes a
+  token, ~288 KB for Qwen3-30B-A3B). It moves the four 30B-A3B rows from 0.62-0.89 to 0.89-0.95. The "Offload"
+  rows (activations offloaded to the host) are not
   planned (no schema field).
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
