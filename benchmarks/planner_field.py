@@ -314,7 +314,10 @@ NOTES = """## Reading the table
   (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's other published step times and
   logs (verl-data's logs, all branches, name no device), EasyR1's baselines (memory per GPU of a
   vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
-  each lack an input (listed above with what is missing). No row is made up for any of them.
+  each lack an input (listed above with what is missing). No row is made up for any of them. Read again
+  for #28 (2026-11-27): a TRL issue thread (a 13B on 8 A800, ~7 min a step) and halo's v1.3.0rc1 release
+  (Qwen3.5-35B-A3B on 16 B300, seconds per 1k response tokens) lack an input too (listed above); OpenRLHF's
+  performance guide and ROLL's, SkyRL's and slime's documentation print no step time with its configuration.
 - Memory rows (prime-rl, the first source here with peak memory per GPU of text-only RL training): its trainer
   benchmark table (Qwen3-0.6B, 4B and 30B-A3B, full and LoRA r=16, 16K and 64K tokens per micro-batch, 1-8
   H100/H200 and 4 A6000). The benchmark runs the trainer alone on fake data, so its step (one micro-batch) is
