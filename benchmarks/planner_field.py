@@ -314,7 +314,10 @@ NOTES = """## Reading the table
   (August 2026) print no step time; its fork Miles timed a run on MI300X. verl's other published step times and
   logs (verl-data's logs, all branches, name no device), EasyR1's baselines (memory per GPU of a
   vision-language model), AReaL's later README table, verl's DeepSeek page and verl/rLLM issue threads
-  each lack an input (listed above with what is missing). No row is made up for any of them.
+  each lack an input (listed above with what is missing). No row is made up for any of them. Read again
+  for #28 (2026-11-27): a TRL issue thread (a 13B on 8 A800, ~7 min a step) and halo's v1.3.0rc1 release
+  (Qwen3.5-35B-A3B on 16 B300, seconds per 1k response tokens) lack an input too (listed above); OpenRLHF's
+  performance guide and ROLL's, SkyRL's and slime's documentation print no step time with its configuration.
 - Memory rows (prime-rl, the first source here with peak memory per GPU of text-only RL training): its trainer
   benchmark table (Qwen3-0.6B, 4B and 30B-A3B, full and LoRA r=16, 16K and 64K tokens per micro-batch, 1-8
   H100/H200 and 4 A6000). The benchmark runs the trainer alone on fake data, so its step (one micro-batch) is
@@ -322,14 +325,13 @@ NOTES = """## Reading the table
   log-prob head loops over vocabulary chunks of 2048 (`FusedOutputLinear`, plan-only
   `algorithm.logprob_vocab_chunk`: a `[T, 2048]` working set instead of `[T, V]`), and torch FSDP shards the
   model as loaded, fp32, LoRA's frozen base included (the planner held it in bf16). Before them 9 of the 15
-  rows were refused as not fitting (the 64K ones at ~200 GiB planned) and the others were 2.1-9.6x over. The
-  one miss is Qwen3-30B-A3B LoRA at 64K (0.62); both 30B-A3B 64K rows are under by ~23 GiB, ~0.3 MB per token
-  more than the 16K ones: the recomputed MoE layer's routed copies (`[T x top-k, H]` gathered inputs, their
-  score-scaled copies, the experts' outputs and their gradients) that the planner prices as a dense layer of
-  the active width. A candidate read from prime-rl's `layers/moe.py` (not measured): the routing index is
-  `expand`ed to `[T x top-k, H]` for `gather` and `scatter_add`; materialised as int64 (e.g. by the compiled
-  layer) it alone is 8 x top-k x H bytes a token, ~131 KB for Qwen3-30B-A3B. No term is added: the schema has
-  no top-k and the count is not verified. The "Offload" rows (activations offloaded to the host) are not
+  rows were refused as not fitting (the 64K ones at ~200 GiB planned) and the others were 2.1-9.6x over. A
+  third term (#28) is the MoE layer's routing activations (`gputrain/planner/moe_memory.py`, plan-only model
+  fields `model.experts_per_token`, `model.num_experts`), read from prime-rl's `layers/moe.py`: per token and
+  routed expert the bf16 gathered input of the grouped GEMMs and the fp32 copy of the experts' output kept by
+  the score multiply, and in the recomputed layer's backward three fp32 copies more (18 x top-k x H bytes a
+  token, ~288 KB for Qwen3-30B-A3B). It moves the four 30B-A3B rows from 0.62-0.89 to 0.89-0.95. The "Offload"
+  rows (activations offloaded to the host) are not
   planned (no schema field).
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is

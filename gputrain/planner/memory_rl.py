@@ -27,6 +27,7 @@ from __future__ import annotations
 from gputrain.contract.estimate import MemoryTerm
 from gputrain.planner import physics
 from gputrain.planner.memory_terms import _term
+from gputrain.planner.moe_memory import moe_routing_bytes
 from gputrain.planner.parallel import Layout
 from gputrain.planner.workload import Hardware
 from gputrain.planner.workload_rl import rl_shape
@@ -84,6 +85,12 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                    phase="train", batch=True, note=f"{length:.0f} tokens ({how}) × {s.micro} per micro-batch, "
                    f"{'with' if ckpt else 'without'} recomputation; HF decoder layer, measured on CPU",
                    basis="measured")]
+    routed = moe_routing_bytes(model, s.micro * length, ckpt, half) / tp
+    if routed:
+        terms.append(_term("moe_routing", routed, "train.batch_size", phase="train", batch=True,
+                           note=f"{model.experts_per_token} routed copies of each token's hidden state (gathered "
+                           "input, fp32 output and its backward), router scores and indices; "
+                           + ("one recomputed layer" if ckpt else "every layer")))
     completion = s.completion if algo.sequence_packing else s.completion_max
     if algo.logprob_vocab_chunk:
         # prime-rl's FusedOutputLinear (trainer/models/layers/lm_head.py): the backward, per vocabulary chunk,

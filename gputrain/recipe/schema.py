@@ -61,6 +61,11 @@ class ModelSpec(Strict):
     active_params: float | None = Field(
         default=None, gt=0, description="mixture-of-experts: parameters active per token (compute); params is "
         "the total (memory)")
+    experts_per_token: int | None = Field(default=None, gt=0, description="mixture-of-experts: experts a "
+                                          "token is routed to (config num_experts_per_tok; estimate only: the "
+                                          "routed copies of each token's hidden state)")
+    num_experts: int | None = Field(default=None, gt=0, description="mixture-of-experts: routed experts per "
+                                    "layer (config num_experts; estimate only: the router's scores)")
     lora_rank: int | None = Field(default=None, gt=0, description="train low-rank adapters of this rank on "
                                   "the frozen model (peft LoRA; the RL trainings; TRL's lora_r)")
     lora_alpha: int = Field(default=32, gt=0, description="LoRA scaling numerator: updates scale by "
