@@ -46,6 +46,9 @@ SERIAL_GROUPS = {
                       "test_boundary_pod_host", "test_boundary_pod_record"),
     # wall-clock limits inside: one sandbox suite at a time, so two never compete for the same cores
     "sandbox": ("test_sandbox_hostile", "test_sandbox_attacks", "test_sandbox_lifetime", "test_sandbox_level_choice"),
+    # one module-scoped training read by both tests (#26): on one worker, so it is trained once
+    "runtime_torchrun": ("test_runtime_torchrun",),
+    "gnn_cpu_run": ("test_gnn_run", "test_plan_calibration"),  # tests/integration/conftest.py's gnn_cpu_run
 }
 
 

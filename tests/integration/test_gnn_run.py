@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import GnnRun
+
 pytest.importorskip("torch")
 pytestmark = pytest.mark.integration
 
@@ -31,18 +33,8 @@ def _gputrain(tmp: Path, *args: str, timeout: float = 600) -> subprocess.Complet
     )
 
 
-def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(tmp_path: Path) -> None:
-    proc = _gputrain(
-        tmp_path,
-        "run",
-        str(REPO / "recipes" / "gnn_coloring.yaml"),
-        "--gpu",
-        "cpu",
-        "--gpus",
-        "2",
-        "--logs-dir",
-        str(tmp_path / "logs"),
-    )
+def test_gputrain_run_gnn_cpu_trains_reports_exports_and_records(gnn_cpu_run: GnnRun) -> None:
+    tmp_path, proc = gnn_cpu_run.tmp, gnn_cpu_run.proc  # the run (tests/integration/conftest.py)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     (job_dir,) = (tmp_path / "logs").iterdir()

@@ -1,40 +1,27 @@
 """After a real CPU run, ``gputrain plan`` of the same recipe and hardware shows and uses the measurement.
 
-``gputrain run gnn_coloring --gpu cpu --gpus 2`` (real torchrun, 2 gloo ranks, a short run) writes
-``perf.json``; the plan then finds the run by its cost fingerprint and predicts its measured step time.
+``gputrain run gnn_coloring --gpu cpu --gpus 2`` (real torchrun, 2 gloo ranks, the shipped ``cpu`` profile;
+the run the GNN end-to-end test reads, ``tests/integration/conftest.py``) writes ``perf.json``; the plan then
+finds the run by its cost fingerprint and predicts its measured step time.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from tests.integration.conftest import GNN_RECIPE, GnnRun
+from tests.integration.conftest import gputrain as _gputrain
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-SETS = ["--set", "train.epochs=3", "--set", "algorithm.onnx_export=false", "--set", "algorithm.search_moves=50"]
 
-
-def _gputrain(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    if (shutil.which("torchrun") is None or shutil.which("bash") is None) and os.environ.get("CI") != "true":
-        pytest.skip("torchrun/bash not available")
-    env = {**os.environ, "GPUTRAIN_HOME": str(tmp / "home"), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "gputrain.cli.main", *args], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=600)
-
-
-def test_plan_uses_the_measured_cpu_run(tmp_path: Path) -> None:
-    recipe = str(REPO / "recipes" / "gnn_coloring.yaml")
-    before = json.loads(_gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2", *SETS, "--json").stdout)
+def test_plan_uses_the_measured_cpu_run(gnn_cpu_run: GnnRun) -> None:
+    # the GNN end-to-end test's run (tests/integration/conftest.py), with the plan taken just before it
+    tmp_path, recipe, run, before = gnn_cpu_run.tmp, GNN_RECIPE, gnn_cpu_run.proc, gnn_cpu_run.plan_before
     assert before["estimate"]["calibration"] is None
-    run = _gputrain(tmp_path, "run", recipe, "--gpu", "cpu", "--gpus", "2", *SETS)
     assert run.returncode == 0, run.stderr[-2000:]
     job_dir = next((tmp_path / "logs").iterdir())
     perf = json.loads((job_dir / "perf.json").read_text())
@@ -52,16 +39,16 @@ def test_plan_uses_the_measured_cpu_run(tmp_path: Path) -> None:
     assert shown["memory_peak_gib"] == perf["host_rss_gib"] and shown["memory_gib"] == 8  # the profile's 8 GB
     assert "efficiency" in _gputrain(tmp_path, "logs", str(job_dir), "--summary").stdout
 
-    after = json.loads(_gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2", *SETS, "--json").stdout)
+    after = json.loads(_gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2", "--json").stdout)
     cal = after["estimate"]["calibration"]
     assert cal is not None and cal["match"] == "exact" and cal["job"].startswith("local:")
     assert after["estimate"]["step_seconds"] == pytest.approx(perf["step_seconds"], rel=0.15)
     assert cal["predicted_step_seconds"] == pytest.approx(before["estimate"]["step_seconds"])
-    text = _gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2", *SETS).stdout
+    text = _gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2").stdout
     assert "measured (exact)" in text and "predicted" in text
 
     # a near run (other batch) corrects the model by the measured/modelled ratio of that run
-    near = json.loads(_gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2", *SETS,
+    near = json.loads(_gputrain(tmp_path, "plan", recipe, "--gpu", "cpu", "--gpus", "2",
                                 "--set", "train.batch_size=32", "--json").stdout)["estimate"]
     assert near["calibration"]["match"] == "near"
     assert near["step_seconds"] == pytest.approx(near["calibration"]["predicted_step_seconds"]

@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,9 @@ class Case:
     stops: tuple[int, ...]  # steps the chain is stopped at, in order
     curves: tuple[str, ...]  # metrics that must match the reference at every step
     result: tuple[str, ...]  # result.json keys that must match
-    staged: bool = False  # checkpoints through node-local staging (GPUTRAIN_CHECKPOINT_STAGE), as on SuperCloud
+    #: a second chain, its checkpoints through node-local staging (GPUTRAIN_CHECKPOINT_STAGE, as on SuperCloud),
+    #: stopped at these steps and held against the same reference (one reference run for both chains)
+    staged_stops: tuple[int, ...] = ()
 
 
 CASES = {
@@ -45,7 +47,8 @@ CASES = {
                          ("data.train_size=64", "data.val_size=16", "train.epochs=3", "train.batch_size=16",
                           "train.log_every=1", "algorithm.dropout=0.1", "algorithm.onnx_export=false",
                           "algorithm.benchmarks=[myciel3]", "algorithm.eval_graphs=2"),
-                         (5, 6, 8), ("loss", "val_loss", "grad_norm"), ("best_val_loss", "best_step", "summary")),
+                         (5, 6, 8), ("loss", "val_loss", "grad_norm"), ("best_val_loss", "best_step", "summary"),
+                         staged_stops=(6,)),
     "bd3lm": Case("bd3lm_gsm8k.yaml", "gputrain.train.bd3lm",
                   ("data.train_size=64", "data.val_size=16", "train.max_steps=12", "train.log_every=1",
                    "train.eval_every=6", "train.save_every=1000",
@@ -63,9 +66,6 @@ CASES = {
                  (8,), ("loss", "reward"), ()),
 }
 
-#: the same chain with checkpoints staged on "node-local" disk and copied in the background
-CASES["gnn_coloring, staged"] = replace(CASES["gnn_coloring"], staged=True, stops=(6,))
-
 
 def _plan(case: Case, path: Path) -> None:
     from gputrain.planner import make_plan
@@ -76,11 +76,11 @@ def _plan(case: Case, path: Path) -> None:
     (path / "plan.json").write_text(plan.to_json())
 
 
-def _run(case: Case, job: Path, stop_after: int | None) -> subprocess.CompletedProcess[str]:
+def _run(case: Case, job: Path, stop_after: int | None, staged: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     env.pop("GPUTRAIN_STOP_AFTER_STEPS", None)
     env.pop("GPUTRAIN_CHECKPOINT_STAGE", None)
-    if case.staged:
+    if staged:
         env["GPUTRAIN_CHECKPOINT_STAGE"] = str(job.parent / f"{job.name}-local")
     if stop_after is not None:
         env["GPUTRAIN_STOP_AFTER_STEPS"] = str(stop_after)
@@ -101,28 +101,33 @@ def _curves(job: Path, keys: tuple[str, ...]) -> dict[tuple[str, int], float]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_resume_at_first_mid_and_last_batch_equals_uninterrupted(name: str, tmp_path: Path) -> None:
     case = CASES[name]
-    reference, job = tmp_path / "reference", tmp_path / "resumed"
+    reference = tmp_path / "reference"
     _plan(case, reference)
-    job.mkdir()
-    (job / "plan.json").write_text((reference / "plan.json").read_text())
     done = _run(case, reference, None)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-
-    at = 0
-    for stop in case.stops:
-        run = _run(case, job, stop - at)
-        assert run.returncode == 75, (run.stdout + run.stderr)[-3000:]
-        assert json.loads((job / "PREEMPTED").read_text())["step"] == stop
-        at = stop
-    final = _run(case, job, None)
-    assert final.returncode == 0, (final.stdout + final.stderr)[-3000:]
-    if case.staged:  # every staged copy was put in place and its local files removed
-        assert (tmp_path / "resumed-local" / "rank0").is_dir()  # the saves went through the stage
-        assert not list((tmp_path / "resumed-local").glob("rank*/*"))
-        assert not list((job / "checkpoints").glob(".tmp-*"))
-
     expected = _curves(reference, case.curves)
-    assert expected and _curves(job, case.curves) == expected
-    if case.result:
-        got, want = (json.loads((d / "result.json").read_text()) for d in (job, reference))
-        assert {k: got[k] for k in case.result} == {k: want[k] for k in case.result}
+    assert expected
+
+    chains = [(tmp_path / "resumed", case.stops, False)]
+    if case.staged_stops:  # the same plan again, every save through the stage (#26: one reference for both)
+        chains.append((tmp_path / "staged", case.staged_stops, True))
+    for job, stops, staged in chains:
+        job.mkdir()
+        (job / "plan.json").write_text((reference / "plan.json").read_text())
+        at = 0
+        for stop in stops:
+            run = _run(case, job, stop - at, staged)
+            assert run.returncode == 75, (run.stdout + run.stderr)[-3000:]
+            assert json.loads((job / "PREEMPTED").read_text())["step"] == stop
+            at = stop
+        final = _run(case, job, None, staged)
+        assert final.returncode == 0, (final.stdout + final.stderr)[-3000:]
+        if staged:  # every staged copy was put in place and its local files removed
+            assert (tmp_path / "staged-local" / "rank0").is_dir()  # the saves went through the stage
+            assert not list((tmp_path / "staged-local").glob("rank*/*"))
+            assert not list((job / "checkpoints").glob(".tmp-*"))
+
+        assert _curves(job, case.curves) == expected, job.name
+        if case.result:
+            got, want = (json.loads((d / "result.json").read_text()) for d in (job, reference))
+            assert {k: got[k] for k in case.result} == {k: want[k] for k in case.result}, job.name

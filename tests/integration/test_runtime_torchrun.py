@@ -77,9 +77,20 @@ def _weights(job: Path) -> dict[str, torch.Tensor]:
     return torch.load(job / "final.pt")
 
 
-def test_same_seed_same_world_size_gives_same_loss_curve_and_other_seed_does_not(tmp_path: Path) -> None:
-    a, b, c = _job(tmp_path, "a"), _job(tmp_path, "b"), _job(tmp_path, "c", seed=8)
-    assert _run(a) == 0, (a / "training_output.log").read_text()
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted run of the default toy plan, read (never written) by both tests: the determinism test's
+    first run and the resume test's reference, which trained the same plan twice before (#26). The module is a
+    serial group (``tests/conftest.py``), so under xdist both tests run on one worker and share it."""
+    job = _job(tmp_path_factory.mktemp("runtime-torchrun"), "uninterrupted")
+    assert _run(job) == 0, (job / "training_output.log").read_text()
+    return job
+
+
+def test_same_seed_same_world_size_gives_same_loss_curve_and_other_seed_does_not(
+    tmp_path: Path, uninterrupted: Path
+) -> None:
+    a, b, c = uninterrupted, _job(tmp_path, "b"), _job(tmp_path, "c", seed=8)
     assert _run(b) == 0, (b / "training_output.log").read_text()
     assert _run(c) == 0, (c / "training_output.log").read_text()
     log = (a / "training_output.log").read_text()
@@ -94,9 +105,10 @@ def test_same_seed_same_world_size_gives_same_loss_curve_and_other_seed_does_not
     assert json.loads((a / "result.json").read_text()) == {"steps": 48, "world_size": 2}
 
 
-def test_sigusr1_on_one_rank_checkpoints_all_and_resume_reproduces_final_weights(tmp_path: Path) -> None:
-    ref, job = _job(tmp_path, "ref"), _job(tmp_path, "job")
-    assert _run(ref) == 0, (ref / "training_output.log").read_text()
+def test_sigusr1_on_one_rank_checkpoints_all_and_resume_reproduces_final_weights(
+    tmp_path: Path, uninterrupted: Path
+) -> None:
+    ref, job = uninterrupted, _job(tmp_path, "job")
 
     proc = _launch(job, "--step-delay", "0.2")
     deadline = time.monotonic() + 120
