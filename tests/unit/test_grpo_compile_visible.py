@@ -3,8 +3,9 @@
 The trainer's compiled paths (FlexAttention packing, ``train.compile``'s layers) run on CUDA only, so on the
 CPU the compile comes from the task's own reward: a real ``torch.compile`` (backend ``eager``: dynamo traces
 the function, no C++ build) called inside the second step's scoring, where any code of the step may compile.
-The step that compiled carries ``compile_seconds``, its neighbours do not, and perf.json's step time (what
-the planner calibrates from) is the median of the steps that neither compiled nor came first.
+The step that compiled carries ``compile_seconds``, its neighbours do not, perf.json's step time (what the
+planner calibrates from) is the median of the steps that neither compiled nor came first, and the compile
+shows as its own figure in perf.json, result.json and ``gputrain logs``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from gputrain.contract.perf import PERF_FILE, MeasuredPerf
+from gputrain.logs.report import render_text
+from gputrain.logs.summarize import summarize
 from gputrain.train.grpo.task import GRPOTask
 from gputrain.train.runtime import perf
 from gputrain.train.runtime.checkpoint import CheckpointManager
@@ -67,11 +71,12 @@ def test_the_step_that_compiled_is_marked_and_left_out_of_the_steady_step_time(t
 
     ctx = context(tmp_path)
     assert train_grpo(ctx, compiling_task(compile_on_call=2)) == 0
-    measured = perf.measure(ctx.metrics.perf, ctx.device, 1)
+    perf.record(ctx.metrics.perf, ctx.device, 1, tmp_path, ctx.metrics, True)  # what ctx.close() does
     ctx.metrics.close()
+    measured = MeasuredPerf.model_validate_json((tmp_path / PERF_FILE).read_text())
 
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    steps = {r["step"]: r for r in records if "step_seconds" in r}
+    steps = {r["step"]: r for r in records if "loss" in r}
     assert sorted(steps) == [1, 2, 3, 4]
     assert steps[2].get("compile_seconds", 0) > 0  # the scoring of step 2 ran dynamo
     assert all("compile_seconds" not in steps[s] for s in (1, 3, 4))
@@ -84,6 +89,9 @@ def test_the_step_that_compiled_is_marked_and_left_out_of_the_steady_step_time(t
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["compile_seconds"] == pytest.approx(steps[2]["compile_seconds"], abs=1e-3)
     assert result["steady_step_seconds"] == pytest.approx(measured.step_seconds)
+    summary = summarize(tmp_path, final=True, exit_code=0, write=False)  # `gputrain logs`: the compile on its own row
+    assert summary["compile_seconds"] == measured.compile_seconds
+    assert f"compile {measured.compile_seconds:.1f} s (start-up" in render_text(summary)
 
 
 def test_the_compile_clock_counts_dynamo_compiles_and_nothing_else() -> None:
