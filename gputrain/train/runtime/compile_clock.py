@@ -5,10 +5,11 @@ again when a new shape arrives, its automatic dynamic shapes), so a wall clock a
 compile from work. torch's dynamo keeps process-wide running totals of the seconds it spent compiling,
 ``torch._dynamo.utils.cumulative_time_spent_ns``: ``entire_frame_compile`` (tracing a frame and the backend
 compile of its forward, inductor included) and ``entire_backward_compile`` (AOTAutograd compiles the backward
-lazily, at the first backward). The same totals on CUDA and on CPU, whatever the backend; they are what
-``torch._dynamo.utils.compile_times`` reports. The difference of their sum between two reads is the
-compiler's time in between. A torch without these counters (they are private) reads as 0: nothing is marked,
-the step time stays what it was.
+lazily, at the first backward). torch's own ``calculate_time_spent()`` gives their sum as the compile's
+``total_wall_time`` (vLLM reads the same dict to report its compile time). The same totals on CUDA and on
+CPU, whatever the backend. The difference of their sum between two reads is the compiler's time in between
+(``torch._dynamo.reset()`` clears them: that lap reads 0, never negative). A torch without these counters
+(they are private) reads as 0: nothing is marked, the step time stays what it was.
 """
 
 from __future__ import annotations
