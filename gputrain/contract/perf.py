@@ -2,8 +2,10 @@
 
 Written by the training runtime (``gputrain.train.runtime``) when a run closes, read by the planner's
 calibration (``gputrain.registry.measured``, ``gputrain.planner.calibrate``) and by summaries. Step time is
-the median over logged steps (evaluation and checkpoint pauses fall outside a median), peak memory the
-largest over the ranks: CUDA max allocated on GPUs, the resident set on CPU.
+the median over logged steps (evaluation and checkpoint pauses fall outside a median) in the steady state:
+warm-up steps (the process's first, and every step in which torch's compiler ran, ``compile_seconds``) are
+left out and their compile time is reported on its own (#27). Peak memory is the largest over the ranks:
+CUDA max allocated on GPUs, the resident set on CPU.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class MeasuredPerf(BaseModel):
     version: int = PERF_VERSION
     step_seconds: float | None = Field(default=None, description="median seconds per step")
     steps_timed: int = Field(default=0, description="steps the median is over")
+    warmup_steps: int = Field(default=0, description="logged steps left out of the median as warm-up (#27)")
+    compile_seconds: float | None = Field(default=None, description="torch's compiler, summed over the run "
+                                          "(start-up: not in step_seconds)")
     phases: dict[str, float] = Field(default_factory=dict, description="median seconds per step by phase")
     tokens_per_s: float | None = None
     peak_memory_gib: float | None = Field(default=None, description="largest over ranks")
@@ -37,6 +42,21 @@ class MeasuredPerf(BaseModel):
                                        "(an upper bound of the host memory the job held at once)")
     world_size: int = 1
     device: str = ""
+
+
+def steady_steps(logged: list[float], compiled: list[bool]) -> tuple[list[float], int]:
+    """(the steps that count for the steady-state step time, how many were left out as warm-up).
+
+    Left out: the first logged step of the process when more than two were logged (allocator, CUDA context
+    and generate warm-up: the H100's padded GRPO job took 32.4 s for its first step, 8.5 s later) and every
+    step in which torch's compiler ran (``compiled``: FlexAttention's first compile, 46.1 s, and a recompile
+    for a new shape, 22.0 s, against 8.6 s steady). Where that leaves nothing, the steps that did not compile,
+    else all of them: a figure marked by ``warmup_steps`` rather than none."""
+    warm = ({0} if len(logged) > 2 else set()) | {i for i, c in enumerate(compiled) if c}
+    steady = [s for i, s in enumerate(logged) if i not in warm]
+    if not steady:
+        steady = [s for s, c in zip(logged, compiled, strict=False) if not c] or list(logged)
+    return steady, len(logged) - len(steady)
 
 
 def median_step_seconds(stamps: list[tuple[int, float]], logged: list[float]) -> tuple[float | None, int]:

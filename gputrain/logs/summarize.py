@@ -311,6 +311,7 @@ def _build(
         else []
     )
     result = _read_json(job_dir / "result.json") if job_dir is not None else None
+    perf = _read_json(job_dir / "perf.json") if job_dir is not None else None  # written when the run closes
     summary: dict[str, Any] = {
         "version": STATE_VERSION,
         "target": str(path),
@@ -344,6 +345,7 @@ def _build(
         "steps_per_hour": steps_per_hour,
         "eta_s": eta,
         "throughput": throughput,
+        "compile_seconds": (perf or {}).get("compile_seconds"),  # start-up: not in the step time (#27)
         "peak_gpu_mem_gib": mem.hi[1] if mem else None,
         "cost": {
             "gpu_hours": gpu_hours,

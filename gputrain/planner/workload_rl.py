@@ -15,10 +15,12 @@ sequence until the longest stops; vLLM batches continuously, so its tail (the lo
 small batch. vLLM holds ``share × device memory`` for weights and KV cache; a rollout that does not fit its
 KV cache runs in waves.
 
-Run overheads (in the total, not the step, as the trainer's ``step_seconds`` excludes them): start-up;
-every ``eval_every`` steps and at the end, rank 0 alone generates ``eval_samples`` greedy completions with
-HF ``generate`` in one batch (whatever the rollout engine) and scores them; every ``save_every`` steps and
-at the end, a full checkpoint (fp32 weights + AdamW moments, gathered to rank 0) is written.
+Run overheads (in the total, not the step, as the trainer's steady step time excludes them): start-up, with
+FlexAttention's compile where the packed passes run through it (``algorithm.sequence_packing`` on a GPU the
+kernel resolver gives flex, ``flex_compile_seconds``); every ``eval_every`` steps and at the end, rank 0
+alone generates ``eval_samples`` greedy completions with HF ``generate`` in one batch (whatever the rollout
+engine) and scores them; every ``save_every`` steps and at the end, a full checkpoint (fp32 weights + AdamW
+moments, gathered to rank 0) is written.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gputrain.contract.kernels import flex_blocker
 from gputrain.errors import PlanError
 from gputrain.planner import physics
+from gputrain.planner.kernels import catalog_facts
 from gputrain.planner.memory_terms import grad_bytes
 from gputrain.planner.moe import moe_note, moe_relative_efficiency
 from gputrain.planner.parallel import layout, rollout_gpus
@@ -51,6 +55,11 @@ SYNC_TENSOR_SECONDS = 5e-5
 TP_ALLREDUCE_SECONDS = 1e-5
 #: gloo over loopback on one machine, bytes/s (CPU runs)
 LOOPBACK_BYTES_PER_S = 2e9
+#: FlexAttention's first compile in the packed passes (transformers compiles it on its first call) and one
+#: recompile when a step brings a new bin shape (dynamo's automatic dynamic shapes), seconds, charged once as
+#: start-up: measured on one H100 2026-11-27 (benchmarks/RESULTS.md, 0.5B GRPO, bf16): the first three steps
+#: took 46.1 / 22.0 / 8.59 s packed against 32.4 / 9.69 / 8.53 s padded, so 46.1 - 32.4 and 22.0 - 9.7
+FLEX_COMPILE_SECONDS, FLEX_RECOMPILE_SECONDS = 14.0, 12.0
 #: pinned host <-> device copies (PCIe 5 x16: 64 GB/s a direction at peak), bytes/s: assumed, not measured here
 HOST_COPY_BYTES_PER_S = 2.5e10
 
@@ -279,6 +288,18 @@ def _update(recipe: Recipe, hw: Hardware, s: RLShape, algo: GRPOAlgorithm, out: 
     out.compute_seconds += flops / (hw.peak * train_efficiency(recipe, hw))
 
 
+def flex_compile_seconds(recipe: Recipe, hw: Hardware) -> float:
+    """The packed passes' FlexAttention compile, or 0: only where ``algorithm.sequence_packing`` is on and
+    the kernel resolver (``contract.kernels.flex_blocker``) finds flex on the plan's GPU; the CPU and padded
+    runs compile nothing (the CPU packer is eager, ``train.grpo.packed_pass``)."""
+    algo = recipe.algorithm
+    if not (isinstance(algo, GRPOAlgorithm) and algo.sequence_packing):
+        return 0.0
+    if flex_blocker(catalog_facts(hw.gpu)) is not None:
+        return 0.0
+    return FLEX_COMPILE_SECONDS + FLEX_RECOMPILE_SECONDS
+
+
 def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape, out: StepModel) -> None:
     """Start-up, rank-0 evaluations and full checkpoints over the run (see module docstring)."""
     steps = recipe.train.max_steps or 0
@@ -293,9 +314,12 @@ def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape,
     per_eval = prefill + decode + score
     saves = (steps // recipe.train.save_every + 1) if recipe.train.save_every and steps else 0
     per_save = 12 * physics.params_of(recipe.model) / CHECKPOINT_BYTES_PER_S
-    out.overhead_seconds = startup_seconds(hw) + evals * per_eval + saves * per_save
+    compile_s = flex_compile_seconds(recipe, hw)
+    out.overhead_seconds = startup_seconds(hw) + compile_s + evals * per_eval + saves * per_save
     out.assumptions.append(
-        f"run overhead: start-up {startup_seconds(hw):g} s; {evals} evaluation(s) on rank 0 ({batch} greedy "
+        f"run overhead: start-up {startup_seconds(hw):g} s"
+        + (f" + ~{compile_s:g} s of FlexAttention compile for the packed passes (first compile + one recompile, "
+           "H100 2026-11-27)" if compile_s else "") + f"; {evals} evaluation(s) on rank 0 ({batch} greedy "
         f"completions of up to {new} tokens with HF generate, ~{per_eval:.3g} s each); {saves} full checkpoint(s) "
         f"(12 B/param at {CHECKPOINT_BYTES_PER_S / 1e9:g} GB/s, ~{per_save:.3g} s each)")
 

@@ -17,6 +17,14 @@ Rollouts use HF ``generate`` or a colocated vLLM engine (``rollout.pick_engine``
 vLLM, the policy's weights are pushed into it once after start/resume and after each step's optimizer
 updates, before the next rollout (no rollout happens between the updates of one step, so one push per
 step is enough); ``weight_sync_seconds`` records its cost next to ``rollout_tokens_per_s``.
+
+Compile is start-up, not step time (#27): a step in which torch's compiler ran (FlexAttention's first call
+with ``algorithm.sequence_packing`` on CUDA, a recompile for a new bin shape, ``train.compile``'s layers)
+logs ``compile_seconds`` (``runtime.compile_clock``: dynamo's own compile-time totals, the largest over the
+ranks). Its ``step_seconds`` stays the step's wall time (the ``[grpo] step`` line is unchanged), and
+``perf.json``'s step time, the one the planner calibrates from, leaves it out with the process's first step
+(``gputrain.contract.perf.steady_steps``); ``result.json`` carries ``compile_seconds`` (the run's total) and
+``steady_step_seconds``.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from gputrain.train.grpo.state import load_full_state, save_full_state
 from gputrain.train.grpo.task import GRPOTask
 from gputrain.train.grpo.warm_start import copy_into_reference, warm_start
 from gputrain.train.runtime import RunContext
+from gputrain.train.runtime.compile_clock import CompileClock
 from gputrain.train.runtime.schedule import lr_factor
 
 
@@ -218,8 +227,10 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
 
     last_eval: dict[str, float] = {}
     history: list[dict[str, float]] = []
+    compile_total = 0.0
     hacking: list[str] = []  # prompt-independence flags: last rollout (this rank's share) and final evaluation
     last_batch: tuple[list[str], list[str]] = ([], [])
+    clock = CompileClock()
     while step < max_steps:
         if pos["index"] + train_bs > n_rows:
             pos = {"epoch": pos["epoch"] + 1, "index": 0}
@@ -228,13 +239,18 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         rows = [task.train_rows[i] for i in mine for _ in range(group)]
         pos = {"epoch": pos["epoch"], "index": pos["index"] + train_bs}
 
+        clock.lap()  # what compiled before this step (evaluation, warm start) is not the step's
         batch = rollout_phase(ctx, task, policy, engine, fmt, sampling, rows, weights=weights, n_mini=n_mini)
         last_batch = ([r["prompt"] for r in batch.rows], list(batch.roll.texts))
         stats = update_phase(ctx, policy, batch, n_mini)
         engine.weights_changed()
         step += 1
+        compiled = largest_over_ranks(clock.lap(), ctx.device)
         values = step_metrics(ctx, task, policy, batch, stats, weights=weights,
                               epoch=pos["epoch"] + pos["index"] / max(1, n_rows))
+        if compiled > 0:
+            values["compile_seconds"] = compiled
+            compile_total += compiled
         history.append(values)
         ctx.metrics.log(step, **values)
         if step % train.log_every == 0 or step == 1:
@@ -249,6 +265,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
                 f"real; the log-prob passes processed {values['tokens/logprob_processed']:.0f}, the update "
                 f"passes {values['tokens/update_processed']:.0f}"
             )
+        if compiled > 0:  # no "step N" in it: the step's numbers are in the line above and metrics.jsonl
+            ctx.print0(f"[grpo] compile + warm-up: torch's compiler ran {compiled:.1f} s of this "
+                       f"{values['step_seconds']:.1f} s step; left out of the steady step time")
 
         if train.eval_every and step % int(train.eval_every) == 0 and step < max_steps:
             with ctx.phase(f"evaluation at step {step}"):
@@ -288,12 +307,37 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "lora": lora_info,  # null without LoRA
             "warm_start": warm,  # null without algorithm.warm_start_steps (or on a resumed run)
             "precision": ctx.precision.name,
+            "compile_seconds": round(compile_total, 3),  # start-up, not in steady_step_seconds
+            "steady_step_seconds": steady_step_seconds(history),
             **result,
             **task.report,
             **(task.final_report() if task.final_report is not None else {}),
         },
     )
     return 0
+
+
+def largest_over_ranks(value: float, device: torch.device) -> float:
+    """A rank compiles when its own shapes are new: the step waited for the slowest rank's compile."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def steady_step_seconds(history: list[dict[str, float]]) -> float | None:
+    """Median ``step_seconds`` of this process's steady steps: the same rule as ``perf.json``'s step time
+    (``contract.perf.steady_steps``: not the first step, not a step that compiled)."""
+    import statistics
+
+    from gputrain.contract.perf import steady_steps
+
+    steps, _ = steady_steps([v["step_seconds"] for v in history], [v.get("compile_seconds", 0.0) > 0
+                                                                    for v in history])
+    return statistics.median(steps) if steps else None
 
 
 def evaluate(

@@ -2,7 +2,8 @@
 
 The planner calibrates from these (``gputrain plan`` shows predicted vs measured). Peak memory is the
 largest over the ranks: ``torch.cuda.max_memory_allocated`` on GPUs, the resident set (``ru_maxrss``) on
-CPU; step time is the median over the steps the training logged (``gputrain.contract.perf``).
+CPU; step time is the median over the steps the training logged, warm-up and compiling steps left out
+(``gputrain.contract.perf.steady_steps``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from gputrain.contract.perf import PERF_FILE, PHASE_KEYS, MeasuredPerf, median_step_seconds
+from gputrain.contract.perf import PERF_FILE, PHASE_KEYS, MeasuredPerf, median_step_seconds, steady_steps
 
 _KEPT = ("step_seconds", "tokens_per_s", *PHASE_KEYS)
 
@@ -28,6 +29,8 @@ class PerfLog:
         self.started = time.time()
         self.stamps: list[tuple[int, float]] = []
         self.values: dict[str, list[float]] = {k: [] for k in _KEPT}
+        self.compiled: list[bool] = []  # per logged step_seconds: torch's compiler ran in that step
+        self.compile_seconds: float | None = None  # the records' compile_seconds, summed
 
     def observe(self, record: dict[str, Any]) -> None:
         step, stamp = int(record["step"]), float(record["time"])
@@ -36,6 +39,11 @@ class PerfLog:
         for key in _KEPT:
             if key in record:
                 self.values[key].append(float(record[key]))
+        spent = float(record.get("compile_seconds") or 0.0)
+        if "step_seconds" in record:
+            self.compiled.append(spent > 0)
+        if spent > 0:
+            self.compile_seconds = (self.compile_seconds or 0.0) + spent
 
 
 def _peak_gib(device: torch.device) -> tuple[float, str]:
@@ -64,11 +72,12 @@ def measure(log: PerfLog, device: torch.device, world_size: int) -> MeasuredPerf
         u = torch.tensor([cpu, rss], dtype=torch.float64, device=device)
         dist.all_reduce(u, op=dist.ReduceOp.SUM)
         cpu, rss = (float(v) for v in u.tolist())
-    logged = log.values["step_seconds"]
-    step, timed = median_step_seconds(log.stamps, logged[1:] if len(logged) > 2 else logged)
+    logged, warmup = steady_steps(log.values["step_seconds"], log.compiled)
+    step, timed = median_step_seconds(log.stamps, logged)
     phases = {name: statistics.median(log.values[key]) for key, name in PHASE_KEYS.items() if log.values[key]}
     tokens = log.values["tokens_per_s"]
-    return MeasuredPerf(step_seconds=step, steps_timed=timed, phases=phases,
+    return MeasuredPerf(step_seconds=step, steps_timed=timed, phases=phases, warmup_steps=warmup,
+                        compile_seconds=None if log.compile_seconds is None else round(log.compile_seconds, 3),
                         tokens_per_s=statistics.median(tokens) if tokens else None, peak_memory_gib=peak,
                         peak_memory_kind=kind,  # type: ignore[arg-type]
                         wall_seconds=time.time() - log.started, world_size=world_size, device=device.type,
@@ -84,7 +93,8 @@ def record(log: PerfLog, device: torch.device, world_size: int, job_dir: Any, me
     write_atomic(job_dir / PERF_FILE, perf.model_dump_json(indent=2) + "\n")
     last = log.stamps[-1][0] if log.stamps else 0
     numbers = {f"perf/{k}": v for k, v in (("step_seconds", perf.step_seconds),
-                                           ("peak_memory_gib", perf.peak_memory_gib)) if v is not None}
+                                           ("peak_memory_gib", perf.peak_memory_gib),
+                                           ("compile_seconds", perf.compile_seconds)) if v is not None}
     metrics.log(last, **numbers)
 
 
