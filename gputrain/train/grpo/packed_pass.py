@@ -4,8 +4,9 @@ of the tokens each pass put through the model.
 Packed, each completion's log-probs (and entropies) come out as ``[B, logits_to_keep]`` with zeros on
 padding, the shape the padded pass has, so ``loss.grpo_loss`` gets the same completion mask and the same
 token counts: token-level aggregation, advantages, KL and entropy normalise exactly as padded; only the
-compute on padding is gone. Which packer: on CUDA ``packing_flex`` (one FlexAttention forward with a
-document ``BlockMask``; H100 2026-11-27: log-prob pass 1.44× faster, update pass 10× faster than padded,
+compute on padding is gone. Which packer: where the resolver allows FlexAttention (``use_flex``),
+``packing_flex`` (one FlexAttention forward with a document ``BlockMask``; H100 2026-11-27: log-prob pass
+1.44× faster, update pass 10× faster than padded,
 fp32 gradients within 2.4e-6). Elsewhere ``packing`` (an explicit block-diagonal mask, eager): torch has no
 FlexAttention backward on the CPU (2.13: "does not support backward on CPU") and compiles it for ~15 s, so
 the update could not run there; the eager packer is exact (tests/unit/test_grpo_packing.py) and has a
@@ -17,13 +18,16 @@ long sequences that fill a bin each) runs padded: the result is the same and nev
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 
+from gputrain.contract.kernels import flex_blocker
 from gputrain.train.grpo.loss import completion_logprobs, completion_logprobs_and_entropy
 from gputrain.train.grpo.packing import pack_lengths, packed_completion_logprobs
 from gputrain.train.grpo.packing_flex import FLEX_BLOCK, flex_packed_completion_logprobs
+from gputrain.train.runtime.kernels import detect_facts
 
 
 @dataclass
@@ -35,8 +39,12 @@ class TokenTally:
     update: int = 0
 
 
+@functools.cache
 def use_flex(device: torch.device) -> bool:
-    return device.type == "cuda"
+    """FlexAttention where the one resolver allows it (``contract.kernels.flex_blocker`` on this node's facts:
+    CUDA, Ampere or later, a torch with block masks and Triton), the planner's test too, so a packed plan is
+    charged the compile exactly where the trainer compiles. Elsewhere (CPU, a V100) the eager packer."""
+    return flex_blocker(detect_facts(device)) is None
 
 
 def bin_tokens(width: int, flex: bool) -> int:
