@@ -26,7 +26,7 @@ import torch
 from gputrain.contract.kernels import flex_blocker
 from gputrain.train.grpo.loss import completion_logprobs, completion_logprobs_and_entropy
 from gputrain.train.grpo.packing import pack_lengths, packed_completion_logprobs
-from gputrain.train.grpo.packing_flex import FLEX_BLOCK, flex_packed_completion_logprobs
+from gputrain.train.grpo.packing_flex import block_width, flex_packed_completion_logprobs
 from gputrain.train.runtime.kernels import detect_facts
 
 
@@ -48,7 +48,7 @@ def use_flex(device: torch.device) -> bool:
 
 
 def bin_tokens(width: int, flex: bool) -> int:
-    return -(-width // FLEX_BLOCK) * FLEX_BLOCK if flex else width
+    return block_width(width) if flex else width
 
 
 def processed_tokens(attention_mask: torch.Tensor, packing: bool, flex: bool) -> int:
@@ -60,7 +60,7 @@ def processed_tokens(attention_mask: torch.Tensor, packing: bool, flex: bool) ->
     lengths = attention_mask.sum(1).tolist()
     bins = pack_lengths(lengths, bin_tokens(attention_mask.size(1), flex))
     fill = [sum(lengths[r] for r in group) for group in bins]
-    packed = len(bins) * (-(-max(fill) // FLEX_BLOCK) * FLEX_BLOCK) if flex else sum(fill)
+    packed = len(bins) * block_width(max(fill)) if flex else sum(fill)
     return min(packed, padded)
 
 

@@ -28,6 +28,11 @@ from gputrain.train.grpo.packing import pack_lengths, row_lengths
 FLEX_BLOCK = 128
 
 
+def block_width(tokens: int) -> int:
+    """``tokens`` rounded up to FlexAttention's block: the width of a packed bin."""
+    return -(-tokens // FLEX_BLOCK) * FLEX_BLOCK
+
+
 @contextmanager
 def flex_attention_implementation(model: torch.nn.Module) -> Iterator[None]:
     """The model's attention runs transformers' ``flex_attention`` inside the block, its own outside."""
@@ -84,7 +89,7 @@ def flex_packed_completion_logprobs(model: torch.nn.Module, input_ids: torch.Ten
     mask, lengths, n_prompt, n_comp = row_lengths(attention_mask, logits_to_keep)
     bins = pack_lengths(lengths, max_tokens or width)
     fill = [sum(lengths[r] for r in group) for group in bins]
-    packed_w = -(-max(fill) // FLEX_BLOCK) * FLEX_BLOCK
+    packed_w = block_width(max(fill))
     ids = torch.zeros(len(bins), packed_w, dtype=input_ids.dtype, device=dev)
     pos = torch.zeros(len(bins), packed_w, dtype=torch.long, device=dev)
     seq = torch.full((len(bins), packed_w), -1, dtype=torch.long, device=dev)

@@ -64,6 +64,7 @@ from gputrain.train.grpo.task import GRPOTask
 from gputrain.train.grpo.warm_start import copy_into_reference, warm_start
 from gputrain.train.runtime import RunContext
 from gputrain.train.runtime.compile_clock import CompileClock
+from gputrain.train.runtime.dist import max_float
 from gputrain.train.runtime.schedule import lr_factor
 
 
@@ -245,7 +246,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         stats = update_phase(ctx, policy, batch, n_mini)
         engine.weights_changed()
         step += 1
-        compiled = largest_over_ranks(clock.lap(), ctx.device)
+        compiled = max_float(clock.lap(), ctx.device)  # the step waited for the slowest rank's compile
         values = step_metrics(ctx, task, policy, batch, stats, weights=weights,
                               epoch=pos["epoch"] + pos["index"] / max(1, n_rows))
         if compiled > 0:
@@ -315,17 +316,6 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
         },
     )
     return 0
-
-
-def largest_over_ranks(value: float, device: torch.device) -> float:
-    """A rank compiles when its own shapes are new: the step waited for the slowest rank's compile."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
 
 
 def steady_step_seconds(history: list[dict[str, float]]) -> float | None:

@@ -101,6 +101,15 @@ def max_int(value: int, device: torch.device) -> int:
     return int(t.item())
 
 
+def max_float(value: float, device: torch.device) -> float:
+    """:func:`max_int` for a float (a step waits for its slowest rank: compile seconds, peaks)."""
+    if not is_dist():
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
 def all_reduce_mean(values: dict[str, float], device: torch.device) -> dict[str, float]:
     """Average scalar metrics over ranks (every rank must call it with the same keys)."""
     if not is_dist() or not values:
