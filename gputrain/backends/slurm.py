@@ -30,6 +30,7 @@ from gputrain.backends.slurm_parse import (
     parse_scontrol_job,
     parse_squeue,
     slurm_job_id,
+    start_epoch,
 )
 from gputrain.contract import jobstate
 from gputrain.errors import ClusterError, UserError
@@ -337,7 +338,8 @@ class SlurmBackend(Backend):
         if state == jobstate.REQUEUED or (state == jobstate.PENDING and job.restarts):
             reason = node_failure(record.job_dir if record is not None else None) or reason
         if state in jobstate.ENDED_STATES:  # the same verdict as the job's summary: exit code + markers
-            markers = jobstate.markers_in(record.job_dir if record is not None else None)
+            markers = jobstate.markers_in(record.job_dir if record is not None else None,
+                                          attempt_start=start_epoch(job.fields.get("StartTime", "")))
             ending = jobstate.end_state(job.exit_code, markers, jobstate.BackendFacts(scheduler_state=state))
             state, reason = ending.state, reason or ending.reason
         if record is not None and record.backend == "slurm" and not self.registry.read_only():

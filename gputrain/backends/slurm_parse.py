@@ -7,6 +7,7 @@ Kept free of subprocess calls so the unit tests can feed them outputs recorded o
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 from gputrain.contract.jobstate import ENDED_STATES
@@ -55,6 +56,15 @@ def map_state(raw: str, *, restarts: int = 0) -> str:
     if state == "PENDING" and restarts > 0:
         return "REQUEUED"
     return state
+
+
+def start_epoch(text: str) -> float | None:
+    """Slurm's ``StartTime=2026-11-27T03:38:58`` (the client's local time, whole seconds) as epoch seconds;
+    None for ``Unknown``/``None`` or anything else."""
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except (ValueError, OverflowError):
+        return None
 
 
 def parse_exit_code(text: str) -> tuple[int | None, int | None]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ CANCELLED_MARKER = "CANCELLED"
 TIMEOUT_MARKER = "TIMEOUT"
 STOP_REQUEST_FILE = "STOP_REQUEST"
 MARKERS = (PREEMPTED_MARKER, CANCELLED_MARKER, TIMEOUT_MARKER)
+ATTEMPT_MARKERS = (PREEMPTED_MARKER, TIMEOUT_MARKER)
+"""Markers one attempt writes as it stops (the user's CANCELLED holds for the whole job)."""
 STOP_CAUSES = ("preemption", "time_limit", "requested")
 """Why a job is asked to checkpoint and stop (the ``cause`` of :data:`STOP_REQUEST_FILE`)."""
 
@@ -113,12 +116,27 @@ def end_state(exit_code: int | None, markers: Iterable[str] = (), facts: Backend
     return Ending(FAILED, f"exit code {exit_code}")
 
 
-def markers_in(job_dir: str | os.PathLike[str] | None) -> frozenset[str]:
-    """The marker files present in ``job_dir`` (none for a missing folder or a log file)."""
+def markers_in(job_dir: str | os.PathLike[str] | None, attempt_start: float | None = None) -> frozenset[str]:
+    """The marker files present in ``job_dir`` (none for a missing folder or a log file).
+
+    ``attempt_start`` (epoch seconds, whole-second resolution like the scheduler's clock): an attempt's own
+    marker (:data:`ATTEMPT_MARKERS`) older than it is the previous attempt's. The job script renames those
+    when it starts, but a requeued job can fail before its script runs (Slurm: "Job credential revoked", a
+    prolog failure), and the earlier attempt's PREEMPTED then made the failed job look preempted forever.
+    """
     if job_dir is None:
         return frozenset()
     folder = Path(job_dir)
-    return frozenset(m for m in MARKERS if (folder / m).is_file())
+    present = set()
+    for marker in MARKERS:
+        try:
+            info = (folder / marker).stat()
+        except OSError:
+            continue
+        stale = attempt_start is not None and marker in ATTEMPT_MARKERS and info.st_mtime < int(attempt_start)
+        if stat.S_ISREG(info.st_mode) and not stale:
+            present.add(marker)
+    return frozenset(present)
 
 
 def write_cancel_marker(job_dir: str | os.PathLike[str], by: str) -> None:

@@ -18,6 +18,7 @@ from tests.integration.test_slurm_testbed import (  # noqa: F401
     FINAL,
     RECIPE,
     gt,
+    release_requeued,
     status,
     testbed,
     wait_for,
@@ -108,13 +109,6 @@ def assert_completed_after_one_requeue(info: dict[str, Any], log: str) -> None:
     """COMPLETED, with exactly one restart from the cause under test (plus any the log shows Slurm made)."""
     assert info["state"] == "COMPLETED" and info["restarts"] == 1 + node_failures(log), log
     assert log.count(": requeueing (restart ") == 1, log  # the job script requeued once, for that cause
-
-
-def release_requeued(cwd: Path, job_id: str) -> dict[str, Any]:
-    """A requeued job waits ~2 min on BeginTime; let it start now (the testbed's only shortcut)."""
-    wait_for(cwd, job_id, {"REQUEUED", "PENDING"}, timeout=120)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
-    return wait_for(cwd, job_id, FINAL)
 
 
 def test_scancel_ends_cancelled_and_is_never_requeued(profiles: Path) -> None:

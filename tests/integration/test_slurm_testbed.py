@@ -68,6 +68,24 @@ def wait_for(workdir: Path, job_id: str, states: set[str], timeout: float = 300)
     raise AssertionError(f"job {job_id} never reached {states}; last status {info}")
 
 
+def release_requeued(workdir: Path, job_id: str) -> dict[str, Any]:
+    """A requeued job waits ~2 min on BeginTime; let it start now (the testbed's only shortcut), then wait
+    for its end.
+
+    Slurm's own wait is what makes a relaunch safe: slurmd revokes the old attempt's credential at the
+    requeue with a one-second clock, and a credential made in that same second is revoked too ("Job
+    credential revoked", the job FAILED with exit 1 before its script ran: seen once in CI, released 0.3 s
+    after the requeue). So release only once Slurm says PENDING, and in a later second than the requeue.
+    """
+    wait_for(workdir, job_id, {"REQUEUED", "PENDING"}, timeout=120)
+    deadline = time.monotonic() + 60
+    while "JobState=PENDING" not in scontrol_detail(job_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(2)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+    return wait_for(workdir, job_id, FINAL)
+
+
 def scontrol_detail(job_id: str) -> str:
     return subprocess.run(["scontrol", "show", "job", "-d", job_id], capture_output=True, text=True).stdout
 
@@ -149,9 +167,7 @@ def test_preempted_job_requeues_and_resumes(testbed: None, workdir: Path) -> Non
         time.sleep(1)
     assert metrics.exists(), (job_dir / "training_output.log").read_text()
     subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], check=True)
-    wait_for(workdir, job_id, {"REQUEUED"}, timeout=120)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
-    info = wait_for(workdir, job_id, FINAL)
+    info = release_requeued(workdir, job_id)
     log = (job_dir / "training_output.log").read_text()
     assert info["state"] == "COMPLETED", log
     assert info["restarts"] == 1
