@@ -30,7 +30,7 @@ from gputrain.planner.memory_terms import _term
 from gputrain.planner.moe_memory import moe_routing_bytes
 from gputrain.planner.parallel import Layout
 from gputrain.planner.workload import Hardware
-from gputrain.planner.workload_rl import rl_shape
+from gputrain.planner.workload_rl import ENGINES, rl_shape
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.entrypoints import ENTRYPOINTS
 from gputrain.recipe.schema import ModelSpec, Recipe
@@ -121,6 +121,12 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
         # LoRA: the reference is the base with its adapters off (no copy)
         terms.append(_term("reference_model", params * half / lay.weights_shard / lay.model_parallel,
                            "algorithm.beta=0", note="frozen reference in the compute dtype"))
+    if s.engine == "sglang" and not hw.gpu.is_cpu:
+        if algo.vllm_mode == "server":
+            return terms  # SGLang runs on its own GPUs: nothing of it on a training GPU
+        from gputrain.planner.sglang_terms import sglang_terms
+
+        return terms + sglang_terms(recipe, hw, s.share or 0.0)
     if s.engine == "vllm" and not hw.gpu.is_cpu:
         if algo.vllm_mode == "server":
             return terms  # vLLM runs on its own GPUs: nothing of it on a training GPU
@@ -154,7 +160,7 @@ def rollout_offload(recipe: Recipe, hw: Hardware, terms: list[MemoryTerm]) -> li
     training phase only, not on top of vLLM's share."""
     algo = recipe.algorithm
     if (not recipe.memory.offload_during_rollout or not isinstance(algo, GRPOAlgorithm) or hw.gpu.is_cpu
-            or rl_shape(recipe, hw).engine != "vllm" or algo.vllm_mode == "server"):
+            or rl_shape(recipe, hw).engine not in ENGINES or algo.vllm_mode == "server"):
         return terms
     return [t.model_copy(update={"phase": "train", "note": t.note + "; on the host while vLLM generates"})
             if t.name in MODEL_STATES and t.phase == "persistent" else t for t in terms]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from gputrain.contract.kernels import flex_blocker
 from gputrain.errors import PlanError
-from gputrain.planner import physics
+from gputrain.planner import physics, sglang_fit
 from gputrain.planner.kernels import catalog_facts
 from gputrain.planner.memory_terms import grad_bytes
 from gputrain.planner.moe import moe_note, moe_relative_efficiency
@@ -64,6 +64,10 @@ FLEX_COMPILE_SECONDS, FLEX_RECOMPILE_SECONDS = 14.0, 12.0
 HOST_COPY_BYTES_PER_S = 2.5e10
 
 
+#: rollout engines that run beside the trainer with their own memory share, CUDA graphs and weight sync
+ENGINES = ("vllm", "sglang")
+
+
 @dataclass(frozen=True)
 class RLShape:
     """Batch geometry of one RL step, per rank (what both the time and the memory models read)."""
@@ -77,8 +81,8 @@ class RLShape:
     prompt_pad: float       # padded prompt length (longest in the batch)
     completion: float       # expected completion length
     completion_max: int
-    engine: str             # hf | vllm
-    share: float | None     # vLLM memory share
+    engine: str             # hf | vllm | sglang
+    share: float | None     # the engine's memory share (vLLM's, or SGLang's mem_fraction_static)
     packed: bool = False    # log-prob/update passes on packed sequences (no padding)
 
     @property
@@ -127,6 +131,8 @@ def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
     engine = algo.rollout_engine
     if engine == "auto":
         engine = "vllm" if (share is not None and not hw.gpu.is_cpu) else "hf"
+    if engine == "sglang":
+        share = sglang_fit.share_of(recipe, hw)
     seqs = max(1, prompts * algo.num_generations // train_world)
     prompt = recipe.estimate.prompt_fraction * algo.max_prompt_length
     pad = min(float(algo.max_prompt_length), prompt * (1.5 if seqs > 1 else 1.0))
@@ -176,7 +182,7 @@ def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, eng
     kv = batch * context * physics.kv_bytes_per_token(model, hw.precision)
     memory = (weights + kv) / (tp * hw.bandwidth * physics.DECODE_BANDWIDTH_EFFICIENCY)
     compute = batch * physics.forward_flops_per_token(model, context) / (tp * hw.peak * efficiency(recipe))
-    if engine == "vllm":
+    if engine in ENGINES:  # vLLM and SGLang both replay CUDA graphs of the decode step
         algo = recipe.algorithm
         eager = isinstance(algo, GRPOAlgorithm) and algo.vllm_enforce_eager  # no CUDA graphs: eager launches
         host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * (
@@ -194,8 +200,8 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
     mfu = efficiency(recipe)
     algo = recipe.algorithm
     assert isinstance(algo, GRPOAlgorithm)
-    servers = rollout_gpus(recipe, hw.world) if s.engine == "vllm" else 0
-    tp = algo.vllm_tensor_parallel_size if s.engine == "vllm" else 1
+    servers = rollout_gpus(recipe, hw.world) if s.engine in ENGINES else 0
+    tp = algo.vllm_tensor_parallel_size if s.engine in ENGINES else 1
     # sequences one engine generates: server mode spreads the whole step over the rollout GPUs
     gen = s.prompts * s.generations / servers * tp if servers else s.seqs * tp
     prefill_flops = gen * physics.sequence_forward_flops(model, s.prompt_pad)
@@ -212,26 +218,17 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
             f"{hf_decode_host_seconds(recipe, hw) * 1e3:.3g} ms of host time ({physics.HF_OPS_PER_LAYER} eager "
             f"operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks})")
     else:
-        kv_tok = physics.kv_bytes_per_token(model, hw.precision)
-        share = (s.share or 0.9) if servers else (s.share or 0.0)
-        if not hw.gpu.is_cpu:
-            check_share(recipe, hw, share)
-        cache = max(1.0, kv_cache_bytes(recipe, hw, share))
-        waves = max(1, math.ceil(gen * (s.prompt_tokens + s.completion) * kv_tok / cache))
-        if waves > MAX_WAVES:
-            raise PlanError(
-                f"the rollout would run in {waves} waves of vLLM's KV cache ({cache / physics.GIB:.1f} GiB for "
-                f"{gen:.0f} sequences per engine): raise memory.vllm_gpu_memory_utilization, lower "
-                f"algorithm.train_batch_size, or add GPUs (at most {MAX_WAVES} waves are planned)")
+        waves, share, installed = _engine_waves(recipe, hw, s, gen, servers)
         batch = gen / waves
-        body = s.completion * _decode_step(recipe, hw, batch, s.prompt_tokens + s.completion / 2, "vllm", tp)
+        body = s.completion * _decode_step(recipe, hw, batch, s.prompt_tokens + s.completion / 2, s.engine, tp)
         tail = (s.completion_max - s.completion) * _decode_step(
-            recipe, hw, max(1.0, batch * 0.1), s.prompt_tokens + s.completion_max, "vllm", tp)
+            recipe, hw, max(1.0, batch * 0.1), s.prompt_tokens + s.completion_max, s.engine, tp)
         decode = waves * (body + tail)
-        where = (f"a vLLM server on {servers} dedicated GPU(s) (share {share:g})" if servers else
-                 f"colocated vLLM (share {share:g} of {hw.gpu.memory_gib:g} GiB)")
+        name = "SGLang" if s.engine == "sglang" else "vLLM"
+        where = (f"a {name} server on {servers} dedicated GPU(s) (share {share:g})" if servers else
+                 f"colocated {name} (share {share:g} of {hw.gpu.memory_gib:g} GiB)")
         out.assumptions.append(
-            f"rollout: {where}, tensor parallel {tp}; assumes vLLM is installed on the node, else HF generate; "
+            f"rollout: {where}, tensor parallel {tp}; {installed}; "
             f"{gen:.0f} sequences per engine in {waves} wave(s) of its KV cache; continuous batching, the "
             "longest 10% set the tail" + ("; no CUDA graphs (algorithm.vllm_enforce_eager): each decode step "
                                           "pays eager kernel launches" if algo.vllm_enforce_eager else ""))
@@ -241,8 +238,39 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
     out.compute_seconds += prefill
 
 
+def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float, servers: int) -> tuple[int, float, str]:
+    """(waves of the engine's KV cache, its share, what is assumed installed) for vLLM or SGLang; refuses a share
+    that holds no sequence and a rollout whose waves explode. SGLang also runs at most ``max_num_reqs``
+    requests at once (its req_to_token pool's rows, ``sglang_fit.max_requests``)."""
+    if s.engine == "sglang":
+        share = s.share or sglang_fit.default_share(hw, sglang_fit.tp_size(recipe))
+        if not hw.gpu.is_cpu:
+            sglang_fit.check_share(recipe, hw, share)
+        cache = max(1.0, sglang_fit.kv_pool_bytes(recipe, hw, share) * sglang_fit.tp_size(recipe))
+        kv_tok = sglang_fit.kv_cell_bytes(recipe, hw) * sglang_fit.tp_size(recipe)
+        cap, knob, name = sglang_fit.max_requests(recipe, hw, share), "memory.sglang_mem_fraction_static", "SGLang"
+        installed = "SGLang's engine (plan-only: the trainers do not run it)"
+    else:
+        share = (s.share or 0.9) if servers else (s.share or 0.0)
+        if not hw.gpu.is_cpu:
+            check_share(recipe, hw, share)
+        cache = max(1.0, kv_cache_bytes(recipe, hw, share))
+        kv_tok = physics.kv_bytes_per_token(recipe.model, hw.precision)
+        cap, knob, name = 0, "memory.vllm_gpu_memory_utilization", "vLLM"
+        installed = "assumes vLLM is installed on the node, else HF generate"
+    waves = max(1, math.ceil(gen * (s.prompt_tokens + s.completion) * kv_tok / cache))
+    if cap:
+        waves = max(waves, math.ceil(gen / cap))
+    if waves > MAX_WAVES:
+        raise PlanError(
+            f"the rollout would run in {waves} waves of {name}'s KV cache ({cache / physics.GIB:.1f} GiB for "
+            f"{gen:.0f} sequences per engine): raise {knob}, lower algorithm.train_batch_size, or add GPUs (at "
+            f"most {MAX_WAVES} waves are planned)")
+    return waves, share, installed
+
+
 def _sync(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
-    if s.engine != "vllm":
+    if s.engine not in ENGINES:
         return
     params = physics.params_of(recipe.model)
     weights = params * physics.half_bytes(hw.precision)

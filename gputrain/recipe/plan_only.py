@@ -27,6 +27,7 @@ PLAN_ONLY: tuple[tuple[str, Callable[[Recipe], bool]], ...] = (
     ("distributed.cpu_offload", lambda r: r.distributed.cpu_offload),
     ("distributed.grads_in_fp32", lambda r: not r.distributed.grads_in_fp32),
     ("model.lora_rank", lambda r: r.model.lora_rank is not None and _algo(r) is None),  # LoRA runs in the RL trainings
+    ("algorithm.rollout_engine", lambda r: (a := _algo(r)) is not None and a.rollout_engine == "sglang"),
     ("algorithm.vllm_mode", lambda r: (a := _algo(r)) is not None and a.vllm_mode != "colocate"),
     ("algorithm.vllm_tensor_parallel_size", lambda r: (a := _algo(r)) is not None and a.vllm_tensor_parallel_size > 1),
     ("algorithm.vllm_enforce_eager", lambda r: (a := _algo(r)) is not None and a.vllm_enforce_eager),

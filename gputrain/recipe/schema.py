@@ -126,6 +126,9 @@ class MemorySpec(Strict):
     vllm_gpu_memory_utilization: float | None = Field(
         default=None, gt=0, le=1, description="share of GPU memory vLLM may take (null: no vLLM)"
     )
+    sglang_mem_fraction_static: float | None = Field(
+        default=None, gt=0, lt=1, description="algorithm.rollout_engine=sglang: SGLang's mem_fraction_static, "
+        "the share of GPU memory for its weights and KV pool (null: SGLang's default for the GPU)")
     offload_during_rollout: bool = Field(
         default=False, description="RL, colocated vLLM: the trainer moves its weights, gradients and optimizer "
         "states to the host while vLLM generates and back before the update (NeMo RL's Megatron worker, "

@@ -30,10 +30,13 @@ class GRPOAlgorithm(BaseModel):
     top_k: int | None = Field(default=None, gt=0)
     max_prompt_length: int = Field(default=512, gt=0, description="prompts cut to this many tokens")
     max_completion_length: int = Field(default=512, gt=0, description="new tokens per completion (TRL 1.16: 512)")
-    rollout_engine: Literal["auto", "hf", "vllm"] = Field(
+    rollout_engine: Literal["auto", "hf", "vllm", "sglang"] = Field(
         default="auto",
         description="auto: colocated vLLM when installed, on CUDA, with memory.vllm_gpu_memory_utilization "
-        "set, else HF generate; hf: HF generate; vllm: vLLM or a clear error",
+        "set, else HF generate; hf: HF generate; vllm: vLLM or a clear error; sglang: SGLang (plan-only; "
+        "memory.sglang_mem_fraction_static, and the vllm_mode/vllm_tensor_parallel_size/vllm_sleep_mode/"
+        "vllm_enforce_eager placement fields apply to it as its placement, tp_size, memory release and "
+        "disable_cuda_graph)",
     )
     prompt_format: Literal["auto", "chat", "raw"] = Field(
         default="auto",
