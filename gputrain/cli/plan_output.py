@@ -22,6 +22,7 @@ _SETTINGS = (
     ("train.max_steps", "max steps"),
     ("train.epochs", "epochs"),
     ("memory.vllm_gpu_memory_utilization", "vLLM memory share"),
+    ("memory.sglang_mem_fraction_static", "SGLang memory share"),
     ("distributed.strategy", "strategy"),
     ("resources.time", "time limit"),
 )
