@@ -19,6 +19,8 @@ AReaL and verl's SGLang rollout pin:
   residual, normed input, gate-up output and its SiLU·mul, ``2h + 3i/tp`` values a token) and the CUDA-graph
   pool of the largest captured decode batch (``cuda_graph_max_bs`` tokens through the same working set plus
   fp32 logits). ``chunked_prefill_size`` and ``cuda_graph_max_bs`` follow SGLang's defaults by GPU memory.
+  A decode batch above ``cuda_graph_max_bs`` is not replayed from a graph (``CudaGraphRunner.can_run``) and
+  runs eagerly; slime's docs warn of it for engines given more than 160 concurrent requests.
 - Tensor parallel: weights and the KV heads split over ``tp_size``, each GPU keeping at least one KV head
   (``get_num_kv_heads``: heads are replicated when ``tp_size`` exceeds them).
 - No share set: SGLang's default, ``(memory - reserved) / memory`` with ``reserved`` its estimate of the
@@ -64,7 +66,7 @@ def share_of(recipe: Recipe, hw: Hardware) -> float:
     return share if share is not None else default_share(hw, tp_size(recipe))
 
 
-def _graph_and_chunk(hw: Hardware) -> tuple[int, int]:
+def graph_and_chunk(hw: Hardware) -> tuple[int, int]:
     """(cuda_graph_max_bs, chunked_prefill_size): SGLang's defaults by GPU memory."""
     gib = hw.gpu.memory_gib
     if gib < 35:
@@ -121,7 +123,7 @@ def runtime_bytes(recipe: Recipe, hw: Hardware, share: float) -> tuple[float, fl
     context = recipe.model.seq_len or sequence_tokens(recipe)
     req_to_token = (max_requests(recipe, hw, share) + 1) * (context + 4) * 4
     per_token = (2 * (model.hidden_size or 0) + 3 * mlp_width(model) / tp) * half
-    graph_bs, chunk = _graph_and_chunk(hw)
+    graph_bs, chunk = graph_and_chunk(hw)
     graphs = graph_bs * (per_token + (model.vocab_size or 0) * 4)
     return float(req_to_token), chunk * per_token, graphs
 

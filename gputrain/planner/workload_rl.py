@@ -185,6 +185,8 @@ def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, eng
     if engine in ENGINES:  # vLLM and SGLang both replay CUDA graphs of the decode step
         algo = recipe.algorithm
         eager = isinstance(algo, GRPOAlgorithm) and algo.vllm_enforce_eager  # no CUDA graphs: eager launches
+        # SGLang replays a captured graph only up to cuda_graph_max_bs; a larger decode batch runs eagerly
+        eager = eager or (engine == "sglang" and batch > sglang_fit.graph_and_chunk(hw)[0])
         host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * (
             hw.op_seconds if eager else physics.OP_SECONDS_GRAPHED)
         host += (2 * (model.num_layers or 1) * TP_ALLREDUCE_SECONDS) if tp > 1 else 0.0

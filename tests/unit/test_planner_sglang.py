@@ -97,3 +97,17 @@ def test_sglang_is_planned_but_launching_it_is_refused_as_plan_only() -> None:
 def _hw() -> Hardware:
     plan = _plan(*SGLANG)
     return Hardware(plan.gpu, 8, "bf16")
+
+
+def test_a_decode_batch_above_sglangs_captured_graphs_pays_eager_launches() -> None:
+    def rollout(engine: str, prompts: int) -> float:
+        share = ("memory.vllm_gpu_memory_utilization=0.6" if engine == "vllm"
+                 else "memory.sglang_mem_fraction_static=0.6")
+        sets = [f"algorithm.rollout_engine={engine}", share, f"algorithm.train_batch_size={prompts}",
+                "algorithm.num_generations=8"]  # the recipe's 0.5B model: a decode step is launch-bound eagerly
+        plan = make_plan(MATH, gpu="H100", gpus_per_node=8, overrides=sets, check_memory=False)
+        return float(plan.estimate.phases["rollout"])
+
+    # 8 engines, one wave: 160 completions each fit H100's cuda_graph_max_bs (160); 320 each do not
+    assert rollout("sglang", 160) == pytest.approx(rollout("vllm", 160), rel=1e-6)
+    assert rollout("sglang", 320) > 1.2 * rollout("vllm", 320)
