@@ -76,7 +76,7 @@ def load() -> tuple[list[FieldRow], float]:
                      nodes=int(r.get("nodes", 1)), measured=float(r["measured_step_s"]), sets=_flat(r["sets"]),
                      source=r.get("source", ""), measured_memory_gib=r.get("measured_memory_gib"),
                      measured_phases=r.get("measured_phases"), quoted_figure=r.get("quoted_figure"))
-            for r in raw["runs"]]
+            for r in _section(raw, "runs")]
     return rows, float(raw.get("floor_within_2x", 0.0))
 
 
@@ -96,11 +96,17 @@ class RanRow:
     refused: str = ""
 
 
+def _section(raw: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The rows of ``name`` and of every later ``name_<suffix>`` list (rows appended at the end of the file by
+    engineers working in parallel, e.g. ``ran_sglang``), in file order."""
+    return [r for key, rows in raw.items() if key == name or key.startswith(name + "_") for r in rows or []]
+
+
 def ran() -> list[RanRow]:
     raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
     return [RanRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
                    nodes=int(r.get("nodes", 1)), sets=_flat(r["sets"]), source=r.get("source", ""))
-            for r in raw.get("ran", [])]
+            for r in _section(raw, "ran")]
 
 
 def _plan(row: FieldRow | RanRow | MemoryRow) -> Any:
@@ -154,7 +160,7 @@ def memory_rows() -> list[MemoryRow]:
     return [MemoryRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
                       nodes=int(r.get("nodes", 1)), measured_memory_gib=float(r["measured_memory_gib"]),
                       sets=_flat(r["sets"]), source=r.get("source", ""), trainer_gpus=r.get("trainer_gpus"))
-            for r in raw.get("memory", [])]
+            for r in _section(raw, "memory")]
 
 
 def plan_memory(rows: list[MemoryRow]) -> list[MemoryRow]:
@@ -166,7 +172,7 @@ def plan_memory(rows: list[MemoryRow]) -> list[MemoryRow]:
 
 def unplanned() -> list[Unplanned]:
     raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
-    return [Unplanned(**r) for r in raw.get("unplanned", [])]
+    return [Unplanned(**r) for r in _section(raw, "unplanned")]
 
 
 def plan_rows(rows: list[FieldRow]) -> list[FieldRow]:
