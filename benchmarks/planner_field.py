@@ -374,7 +374,12 @@ NOTES = """## Reading the table
   against 50 s published and log-probs 19 against 23 (9 and 6 before). The published figure is of Megatron's
   best MoE path (DeepEP dispatcher, fused permutation); the RL runs use the all-to-all or all-gather dispatcher,
   unfused permutation (v0.4-v0.5) and no load-balancing loss on a frozen router, which is not priced: the two
-  GB200 1-step-off rows (training on 8-16 GPUs sets their step) are still under by more than 2x."""
+  GB200 1-step-off rows (training on 8-16 GPUs sets their step) are still under by more than 2x.
+- SGLang rollouts (#28, plan-only `algorithm.rollout_engine=sglang`, `memory.sglang_mem_fraction_static`; derivation
+  in `benchmarks/PLANNER.md`): no run with SGLang rollouts publishes a step time with the inputs a plan needs
+  (slime's docs and issues, AReaL's v0.2/v0.3 tables, verl's SGLang worker docs and #1208, the Miles MI300X blog:
+  each lacks the mean response length, the GPU or a critic-free setup; listed above where a figure exists). slime's
+  Qwen3-4B and Qwen3-30B-A3B examples on 8 H100 (colocated, SGLang share 0.7, tp 2 and 8) are held for refusals."""
 
 
 def main() -> int:
