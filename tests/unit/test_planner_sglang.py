@@ -111,3 +111,12 @@ def test_a_decode_batch_above_sglangs_captured_graphs_pays_eager_launches() -> N
     # 8 engines, one wave: 160 completions each fit H100's cuda_graph_max_bs (160); 320 each do not
     assert rollout("sglang", 160) == pytest.approx(rollout("vllm", 160), rel=1e-6)
     assert rollout("sglang", 320) > 1.2 * rollout("vllm", 320)
+
+
+def test_fit_lowers_sglangs_share_when_its_default_leaves_the_trainer_no_room() -> None:
+    with pytest.raises(PlanError, match=r"sglang_static .* `plan --fit` applies .*memory\.sglang_mem_fraction_static="
+                                        r"0\.\d+") as err:
+        _plan(*SGLANG, check_memory=True)  # SGLang's H100 default (0.874) beside a trainer that stays resident
+    fixed = str(err.value).rsplit("applies ", 1)[1].split()
+    assert any(s.startswith("memory.sglang_mem_fraction_static=") for s in fixed)
+    assert _plan(*SGLANG, *fixed, check_memory=True).estimate.memory_gib_per_gpu < 79.6  # the advice fits
