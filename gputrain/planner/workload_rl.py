@@ -132,6 +132,9 @@ def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
     if engine == "auto":
         engine = "vllm" if (share is not None and not hw.gpu.is_cpu) else "hf"
     if engine == "sglang":
+        if hw.gpu.is_cpu or not hw.gpu.memory_gib:
+            raise PlanError(f"algorithm.rollout_engine=sglang needs a GPU and this plan is for {hw.gpu.name}: plan "
+                            "it for one (--gpu H100) or set algorithm.rollout_engine=hf")
         share = sglang_fit.share_of(recipe, hw)
     seqs = max(1, prompts * algo.num_generations // train_world)
     prompt = recipe.estimate.prompt_fraction * algo.max_prompt_length

@@ -120,3 +120,8 @@ def test_fit_lowers_sglangs_share_when_its_default_leaves_the_trainer_no_room() 
     fixed = str(err.value).rsplit("applies ", 1)[1].split()
     assert any(s.startswith("memory.sglang_mem_fraction_static=") for s in fixed)
     assert _plan(*SGLANG, *fixed, check_memory=True).estimate.memory_gib_per_gpu < 79.6  # the advice fits
+
+
+def test_sglang_on_a_cpu_plan_is_a_one_line_refusal() -> None:
+    with pytest.raises(PlanError, match=r"^algorithm\.rollout_engine=sglang needs a GPU .*rollout_engine=hf$"):
+        make_plan(MATH, gpu="cpu", overrides=SGLANG, check_memory=False)
