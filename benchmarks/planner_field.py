@@ -76,8 +76,14 @@ def load() -> tuple[list[FieldRow], float]:
                      nodes=int(r.get("nodes", 1)), measured=float(r["measured_step_s"]), sets=_flat(r["sets"]),
                      source=r.get("source", ""), measured_memory_gib=r.get("measured_memory_gib"),
                      measured_phases=r.get("measured_phases"), quoted_figure=r.get("quoted_figure"))
-            for r in raw["runs"]]
+            for r in _step_runs(raw)]
     return rows, float(raw.get("floor_within_2x", 0.0))
+
+
+def _step_runs(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """``runs`` and every later ``runs_<name>`` list (rows appended at the end of the file by framework batch,
+    so parallel additions do not edit the same lines), in file order."""
+    return [r for key, value in raw.items() if key == "runs" or key.startswith("runs_") for r in value or []]
 
 
 @dataclass

@@ -218,6 +218,9 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
             check_share(recipe, hw, share)
         cache = max(1.0, kv_cache_bytes(recipe, hw, share))
         waves = max(1, math.ceil(gen * (s.prompt_tokens + s.completion) * kv_tok / cache))
+        cap = algo.vllm_max_num_seqs  # the engine's running-sequence cap: waves even where the cache holds all
+        cap_waves = math.ceil(gen / cap) if cap else 0
+        capped, waves = cap_waves > waves, max(waves, cap_waves)
         if waves > MAX_WAVES:
             raise PlanError(
                 f"the rollout would run in {waves} waves of vLLM's KV cache ({cache / physics.GIB:.1f} GiB for "
@@ -232,7 +235,9 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
                  f"colocated vLLM (share {share:g} of {hw.gpu.memory_gib:g} GiB)")
         out.assumptions.append(
             f"rollout: {where}, tensor parallel {tp}; assumes vLLM is installed on the node, else HF generate; "
-            f"{gen:.0f} sequences per engine in {waves} wave(s) of its KV cache; continuous batching, the "
+            f"{gen:.0f} sequences per engine in {waves} wave(s) of "
+            + (f"at most {cap} running sequences (algorithm.vllm_max_num_seqs)" if capped else "its KV cache")
+            + "; continuous batching, the "
             "longest 10% set the tail" + ("; no CUDA graphs (algorithm.vllm_enforce_eager): each decode step "
                                           "pays eager kernel launches" if algo.vllm_enforce_eager else ""))
         if algo.vllm_sleep_mode and not servers:
