@@ -172,7 +172,8 @@ def plan_memory(rows: list[MemoryRow]) -> list[MemoryRow]:
 
 def unplanned() -> list[Unplanned]:
     raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
-    return [Unplanned(**r) for r in raw.get("unplanned", [])]
+    return [Unplanned(**r) for key, value in raw.items() if key == "unplanned" or key.startswith("unplanned_")
+            for r in value or []]
 
 
 def plan_rows(rows: list[FieldRow]) -> list[FieldRow]:
@@ -374,7 +375,18 @@ NOTES = """## Reading the table
   against 50 s published and log-probs 19 against 23 (9 and 6 before). The published figure is of Megatron's
   best MoE path (DeepEP dispatcher, fused permutation); the RL runs use the all-to-all or all-gather dispatcher,
   unfused permutation (v0.4-v0.5) and no load-balancing loss on a frozen router, which is not priced: the two
-  GB200 1-step-off rows (training on 8-16 GPUs sets their step) are still under by more than 2x."""
+  GB200 1-step-off rows (training on 8-16 GPUs sets their step) are still under by more than 2x.
+- More frameworks (#28, 2026-11-27): RLinf's "Comparison with VeRL" blog times one configuration in both
+  frameworks (DeepSeek-R1-Distill-Qwen-1.5B, 8 H100, 32 prompts x 16, up to 27,648 new tokens, ~14K on
+  average): RLinf 346 s (0.83x), verl v0.5.0 363 s (0.62x). RLinf's SGLang engines run at most 64 requests
+  each (`max_running_requests`), so each engine's 128 sequences decode in two waves
+  (`algorithm.vllm_max_num_seqs`; 0.64x without it). verl's command is not printed: its rollout is planned
+  graphed, as the blog's verl script for the 7B run (SGLang) runs; with v0.5.0's vLLM default
+  `enforce_eager: True` it would be 1.51x. Read for step times with their configuration and found none
+  (a run's step time needs the GPU, the batch and the mean lengths): OpenRLHF (README and its history: the
+  DSChat table is PPO with a critic), ROLL's docs, ms-swift's docs (TreePO's table names no GPU; maintainer
+  speed tests in issue #3302 are images), TRL's docs, Oat's docs (whole-run hours), EasyR1 (vision-language,
+  above), SkyRL's docs (hybrid-attention models, above), Unsloth's pages (capacity claims, no step)."""
 
 
 def main() -> int:
