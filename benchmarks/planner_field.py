@@ -160,7 +160,7 @@ def memory_rows() -> list[MemoryRow]:
     return [MemoryRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
                       nodes=int(r.get("nodes", 1)), measured_memory_gib=float(r["measured_memory_gib"]),
                       sets=_flat(r["sets"]), source=r.get("source", ""), trainer_gpus=r.get("trainer_gpus"))
-            for r in raw.get("memory", [])]
+            for key, value in raw.items() if key == "memory" or key.startswith("memory_") for r in value or []]
 
 
 def plan_memory(rows: list[MemoryRow]) -> list[MemoryRow]:
@@ -338,8 +338,7 @@ NOTES = """## Reading the table
   routed expert the bf16 gathered input of the grouped GEMMs and the fp32 copy of the experts' output kept by
   the score multiply, and in the recomputed layer's backward three fp32 copies more (18 x top-k x H bytes a
   token, ~288 KB for Qwen3-30B-A3B). It moves the four 30B-A3B rows from 0.62-0.89 to 0.89-0.95. The "Offload"
-  rows (activations offloaded to the host) are not
-  planned (no schema field).
+  rows (activations offloaded to the host) are planned with `memory.activations_on_host` (below).
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
   accepted with GSM8K's lengths (62 GiB planned of 79.6; 73 before verl's fp32-only FSDP parameters and its
@@ -386,7 +385,14 @@ NOTES = """## Reading the table
   (a run's step time needs the GPU, the batch and the mean lengths): OpenRLHF (README and its history: the
   DSChat table is PPO with a critic), ROLL's docs, ms-swift's docs (TreePO's table names no GPU; maintainer
   speed tests in issue #3302 are images), TRL's docs, Oat's docs (whole-run hours), EasyR1 (vision-language,
-  above), SkyRL's docs (hybrid-attention models, above), Unsloth's pages (capacity claims, no step)."""
+  above), SkyRL's docs (hybrid-attention models, above), Unsloth's pages (capacity claims, no step).
+- prime-rl's four 1xH100 "Offload" rows (#28, 2026-11-27), the same runs as four "Recompute" rows with
+  `--model.ac-offloading` (torchtune's `OffloadActivations` around the forward): the tensors the forward saves,
+  under recomputation the layer inputs, go to pinned host memory (`memory.activations_on_host`, plan-only).
+  The published drop is those inputs' bf16 bytes (Qwen3-0.6B at 64K: 28 x 65,536 x 1,024 x 2 = 3.5 GiB
+  against 19.6 -> 16.1; Qwen3-4B LoRA at 64K: 11.3 GiB against 42.0 -> 31.1). Planned 0.98, 1.17, 0.97, 0.93;
+  planned as "Recompute" they were 1.20, 1.61, 1.11, 1.29. The copies' time is not priced (the published step
+  grows 2-3 %)."""
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ PLAN_ONLY: tuple[tuple[str, Callable[[Recipe], bool]], ...] = (
     ("algorithm.off_policy_steps", lambda r: (a := _algo(r)) is not None and a.off_policy_steps > 0),
     ("memory.offload_during_rollout", lambda r: r.memory.offload_during_rollout),
     ("memory.reference_on_host", lambda r: r.memory.reference_on_host),
+    ("memory.activations_on_host", lambda r: r.memory.activations_on_host),
 )
 
 
