@@ -229,7 +229,8 @@ def _phase_lines(rows: list[FieldRow]) -> list[str]:
         cells = []
         for name in ("update", "sync", "rollout", "logprob"):
             pred = r.phases.get(name, 0.0) + (r.phases.get("host_copies", 0.0) if name == "sync" else 0.0)
-            cells.append(f"{r.measured_phases.get(name, 0):g} / {pred:.0f}")
+            published = f"{r.measured_phases[name]:g}" if name in r.measured_phases else "-"  # not printed
+            cells.append(f"{published} / {pred:.0f}")
         lines.append(f"| {r.id} | " + " | ".join(cells) + " |")
     return lines
 
