@@ -228,7 +228,8 @@ def _phase_lines(rows: list[FieldRow]) -> list[str]:
         cells = []
         for name in ("update", "sync", "rollout", "logprob"):
             pred = r.phases.get(name, 0.0) + (r.phases.get("host_copies", 0.0) if name == "sync" else 0.0)
-            cells.append(f"{r.measured_phases.get(name, 0):g} / {pred:.0f}")
+            published = f"{r.measured_phases[name]:g}" if name in r.measured_phases else "-"  # not printed
+            cells.append(f"{published} / {pred:.0f}")
         lines.append(f"| {r.id} | " + " | ".join(cells) + " |")
     return lines
 
@@ -337,8 +338,7 @@ NOTES = """## Reading the table
   routed expert the bf16 gathered input of the grouped GEMMs and the fp32 copy of the experts' output kept by
   the score multiply, and in the recomputed layer's backward three fp32 copies more (18 x top-k x H bytes a
   token, ~288 KB for Qwen3-30B-A3B). It moves the four 30B-A3B rows from 0.62-0.89 to 0.89-0.95. The "Offload"
-  rows (activations offloaded to the host) are not
-  planned (no schema field).
+  rows (activations offloaded to the host) are planned with `memory.activations_on_host` (below).
 - Runs that ran without a published step are held for refusals only. verl's least-resource Qwen2-7B GRPO
   (2 H800, actor parameters and optimizer offloaded around the rollout, vLLM asleep during the update) is
   accepted with GSM8K's lengths (62 GiB planned of 79.6; 73 before verl's fp32-only FSDP parameters and its
@@ -379,7 +379,25 @@ NOTES = """## Reading the table
   in `benchmarks/PLANNER.md`): no run with SGLang rollouts publishes a step time with the inputs a plan needs
   (slime's docs and issues, AReaL's v0.2/v0.3 tables, verl's SGLang worker docs and #1208, the Miles MI300X blog:
   each lacks the mean response length, the GPU or a critic-free setup; listed above where a figure exists). slime's
-  Qwen3-4B and Qwen3-30B-A3B examples on 8 H100 (colocated, SGLang share 0.7, tp 2 and 8) are held for refusals."""
+  Qwen3-4B and Qwen3-30B-A3B examples on 8 H100 (colocated, SGLang share 0.7, tp 2 and 8) are held for refusals.
+- More frameworks (#28, 2026-11-27): RLinf's "Comparison with VeRL" blog times one configuration in both
+  frameworks (DeepSeek-R1-Distill-Qwen-1.5B, 8 H100, 32 prompts x 16, up to 27,648 new tokens, ~14K on
+  average): RLinf 346 s (0.83x), verl v0.5.0 363 s (0.62x). RLinf's SGLang engines run at most 64 requests
+  each (`max_running_requests`), so each engine's 128 sequences decode in two waves
+  (`algorithm.vllm_max_num_seqs`; 0.64x without it). verl's command is not printed: its rollout is planned
+  graphed, as the blog's verl script for the 7B run (SGLang) runs; with v0.5.0's vLLM default
+  `enforce_eager: True` it would be 1.51x. Read for step times with their configuration and found none
+  (a run's step time needs the GPU, the batch and the mean lengths): OpenRLHF (README and its history: the
+  DSChat table is PPO with a critic), ROLL's docs, ms-swift's docs (TreePO's table names no GPU; maintainer
+  speed tests in issue #3302 are images), TRL's docs, Oat's docs (whole-run hours), EasyR1 (vision-language,
+  above), SkyRL's docs (hybrid-attention models, above), Unsloth's pages (capacity claims, no step).
+- prime-rl's four 1xH100 "Offload" rows (#28, 2026-11-27), the same runs as four "Recompute" rows with
+  `--model.ac-offloading` (torchtune's `OffloadActivations` around the forward): the tensors the forward saves,
+  under recomputation the layer inputs, go to pinned host memory (`memory.activations_on_host`, plan-only).
+  The published drop is those inputs' bf16 bytes (Qwen3-0.6B at 64K: 28 x 65,536 x 1,024 x 2 = 3.5 GiB
+  against 19.6 -> 16.1; Qwen3-4B LoRA at 64K: 11.3 GiB against 42.0 -> 31.1). Planned 0.98, 1.17, 0.97, 0.93;
+  planned as "Recompute" they were 1.20, 1.61, 1.11, 1.29. The copies' time is not priced (the published step
+  grows 2-3 %)."""
 
 
 def main() -> int:

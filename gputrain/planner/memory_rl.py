@@ -54,14 +54,20 @@ def mlp_width(model: ModelSpec) -> float:
     return max(float(h), (per_layer - attention) / (3 * h))
 
 
-def decoder_activation_bytes(model: ModelSpec, tokens: float, checkpointing: bool, input_bytes: int = 4) -> float:
+def decoder_activation_bytes(model: ModelSpec, tokens: float, checkpointing: bool, input_bytes: int = 4,
+                             on_host: bool = False) -> float:
     """Activations kept for backward of ``tokens`` tokens through every layer (see module docstring).
     ``input_bytes``: the residual stream's element size, which recomputation keeps per layer (4 under autocast
-    over fp32 weights; the compute dtype's where the forward runs on half-precision parameters)."""
+    over fp32 weights; the compute dtype's where the forward runs on half-precision parameters).
+    ``on_host``: what the forward saves leaves the GPU as it is saved and comes back when backward needs it
+    (torchtune's ``OffloadActivations``, which prime-rl wraps around the forward): one layer's working set
+    stays, the recomputed one (or, without recomputation, the one whose backward runs)."""
     h, layers = model.hidden_size or 0, model.num_layers or 0
     heads = model.num_heads or max(1, h // 64)
     kv = (model.num_kv_heads or heads) / heads
     layer = tokens * (h * (LAYER_BYTES_H + LAYER_BYTES_KV * kv) + LAYER_BYTES_I * mlp_width(model))
+    if on_host:
+        return layer
     if checkpointing:
         return tokens * input_bytes * h * layers + layer
     return layer * layers
@@ -79,11 +85,14 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
     # ZeRO / FSDP mixed precision / Megatron / offload run the forward on half-precision parameters: the
     # residual stream a recomputed layer keeps is in the compute dtype, not autocast's fp32
     half_params = recipe.distributed.sharding != "auto" or lay.offload
-    acts = decoder_activation_bytes(model, s.micro * length, ckpt, half if half_params else 4) / tp
+    on_host = recipe.memory.activations_on_host and not hw.gpu.is_cpu
+    acts = decoder_activation_bytes(model, s.micro * length, ckpt, half if half_params else 4, on_host) / tp
     how = "packed, expected real length" if algo.sequence_packing else "padded to the longest"
     terms = [_term("activations", acts, "train.batch_size" if ckpt else "train.gradient_checkpointing=true",
                    phase="train", batch=True, note=f"{length:.0f} tokens ({how}) × {s.micro} per micro-batch, "
-                   f"{'with' if ckpt else 'without'} recomputation; HF decoder layer, measured on CPU",
+                   f"{'with' if ckpt else 'without'} recomputation"
+                   + ("; saved tensors on the host (memory.activations_on_host)" if on_host else "")
+                   + "; HF decoder layer, measured on CPU",
                    basis="measured")]
     routed = moe_routing_bytes(model, s.micro * length, ckpt, half) / tp
     if routed:

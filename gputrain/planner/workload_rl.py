@@ -223,7 +223,7 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
             f"{hf_decode_host_seconds(recipe, hw) * 1e3:.3g} ms of host time ({physics.HF_OPS_PER_LAYER} eager "
             f"operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks})")
     else:
-        waves, share, installed = _engine_waves(recipe, hw, s, gen, servers)
+        waves, share, installed, cap, cap_knob = _engine_waves(recipe, hw, s, gen, servers)
         batch = gen / waves
         body = s.completion * _decode_step(recipe, hw, batch, s.prompt_tokens + s.completion / 2, s.engine, tp)
         tail = (s.completion_max - s.completion) * _decode_step(
@@ -234,7 +234,9 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
                  f"colocated {name} (share {share:g} of {hw.gpu.memory_gib:g} GiB)")
         out.assumptions.append(
             f"rollout: {where}, tensor parallel {tp}; {installed}; "
-            f"{gen:.0f} sequences per engine in {waves} wave(s) of its KV cache; continuous batching, the "
+            f"{gen:.0f} sequences per engine in {waves} wave(s) of "
+            + (f"at most {cap} running sequences ({cap_knob})" if cap else "its KV cache")
+            + "; continuous batching, the "
             "longest 10% set the tail" + ("; no CUDA graphs (algorithm.vllm_enforce_eager): each decode step "
                                           "pays eager kernel launches" if algo.vllm_enforce_eager else ""))
         if algo.vllm_sleep_mode and not servers:
@@ -243,17 +245,27 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
     out.compute_seconds += prefill
 
 
-def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float, servers: int) -> tuple[int, float, str]:
-    """(waves of the engine's KV cache, its share, what is assumed installed) for vLLM or SGLang; refuses a share
-    that holds no sequence and a rollout whose waves explode. SGLang also runs at most ``max_num_reqs``
-    requests at once (its req_to_token pool's rows, ``sglang_fit.max_requests``)."""
+def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float,
+                  servers: int) -> tuple[int, float, str, int, str]:
+    """(waves, the engine's share, what is assumed installed, the running-sequence cap that set the waves or 0,
+    that cap's knob) for vLLM or SGLang; refuses a share that holds no sequence and a rollout whose waves explode.
+
+    Waves come from the KV cache, or from the engine's cap on sequences decoded at once where that binds
+    first: ``algorithm.vllm_max_num_seqs`` (vLLM's ``max_num_seqs``, SGLang's ``max_running_requests``) and,
+    for SGLang, its req_to_token pool's rows (``sglang_fit.max_requests``)."""
+    algo = recipe.algorithm
+    assert isinstance(algo, GRPOAlgorithm)
+    caps: list[tuple[int, str]] = []
+    if algo.vllm_max_num_seqs:
+        caps.append((algo.vllm_max_num_seqs, "algorithm.vllm_max_num_seqs"))
     if s.engine == "sglang":
         share = s.share or sglang_fit.default_share(hw, sglang_fit.tp_size(recipe))
         if not hw.gpu.is_cpu:
             sglang_fit.check_share(recipe, hw, share)
         cache = max(1.0, sglang_fit.kv_pool_bytes(recipe, hw, share) * sglang_fit.tp_size(recipe))
         kv_tok = sglang_fit.kv_cell_bytes(recipe, hw) * sglang_fit.tp_size(recipe)
-        cap, knob, name = sglang_fit.max_requests(recipe, hw, share), "memory.sglang_mem_fraction_static", "SGLang"
+        caps.append((sglang_fit.max_requests(recipe, hw, share), "SGLang's request pool"))
+        knob, name = "memory.sglang_mem_fraction_static", "SGLang"
         installed = "SGLang's engine (plan-only: the trainers do not run it)"
     else:
         share = (s.share or 0.9) if servers else (s.share or 0.0)
@@ -261,17 +273,20 @@ def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float, servers:
             check_share(recipe, hw, share)
         cache = max(1.0, kv_cache_bytes(recipe, hw, share))
         kv_tok = physics.kv_bytes_per_token(recipe.model, hw.precision)
-        cap, knob, name = 0, "memory.vllm_gpu_memory_utilization", "vLLM"
+        knob, name = "memory.vllm_gpu_memory_utilization", "vLLM"
         installed = "assumes vLLM is installed on the node, else HF generate"
     waves = max(1, math.ceil(gen * (s.prompt_tokens + s.completion) * kv_tok / cache))
-    if cap:
-        waves = max(waves, math.ceil(gen / cap))
+    cap, cap_knob = min(caps) if caps else (0, "")
+    cap_waves = math.ceil(gen / cap) if cap else 0
+    if cap_waves <= waves:
+        cap, cap_knob = 0, ""
+    waves = max(waves, cap_waves)
     if waves > MAX_WAVES:
         raise PlanError(
             f"the rollout would run in {waves} waves of {name}'s KV cache ({cache / physics.GIB:.1f} GiB for "
             f"{gen:.0f} sequences per engine): raise {knob}, lower algorithm.train_batch_size, or add GPUs (at "
             f"most {MAX_WAVES} waves are planned)")
-    return waves, share, installed
+    return waves, share, installed, cap, cap_knob
 
 
 def _sync(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:

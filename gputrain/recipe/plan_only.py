@@ -31,11 +31,13 @@ PLAN_ONLY: tuple[tuple[str, Callable[[Recipe], bool]], ...] = (
     ("algorithm.vllm_mode", lambda r: (a := _algo(r)) is not None and a.vllm_mode != "colocate"),
     ("algorithm.vllm_tensor_parallel_size", lambda r: (a := _algo(r)) is not None and a.vllm_tensor_parallel_size > 1),
     ("algorithm.vllm_enforce_eager", lambda r: (a := _algo(r)) is not None and a.vllm_enforce_eager),
+    ("algorithm.vllm_max_num_seqs", lambda r: (a := _algo(r)) is not None and a.vllm_max_num_seqs is not None),
     ("algorithm.logits_in_place", lambda r: (a := _algo(r)) is not None and a.logits_in_place),
     ("algorithm.logprob_vocab_chunk", lambda r: (a := _algo(r)) is not None and a.logprob_vocab_chunk is not None),
     ("algorithm.off_policy_steps", lambda r: (a := _algo(r)) is not None and a.off_policy_steps > 0),
     ("memory.offload_during_rollout", lambda r: r.memory.offload_during_rollout),
     ("memory.reference_on_host", lambda r: r.memory.reference_on_host),
+    ("memory.activations_on_host", lambda r: r.memory.activations_on_host),
 )
 
 

@@ -136,6 +136,10 @@ class MemorySpec(Strict):
     reference_on_host: bool = Field(
         default=False, description="RL, beta > 0: the frozen reference weights live in pinned host memory and "
         "are swapped into the policy for their log-prob pass (NeMo RL's reference state dict); plan-only")
+    activations_on_host: bool = Field(
+        default=False, description="tensors the forward saves for backward go to pinned host memory and come "
+        "back in the backward (torchtune's OffloadActivations, prime-rl's --model.ac-offloading); with "
+        "recomputation these are the layer inputs; plan-only")
 
 
 class DistributedSpec(Strict):

@@ -52,6 +52,8 @@ OURS_ONLY = {
     "rollout_gpus": "server mode's GPUs inside the job (TRL starts `trl vllm-serve` separately); plan-only",
     "off_policy_steps": "one-step off-policy overlap (verl/NeMo RL async); TRL has no such setting; plan-only",
     "vllm_enforce_eager": "vLLM without CUDA graphs (TRL: only `trl vllm-serve --enforce_eager`); plan-only",
+    "vllm_max_num_seqs": "an engine's running-sequence cap (TRL colocate sets vLLM's max_num_seqs to the "
+                         "sequences each engine generates, so it never binds); plan-only",
     "logits_in_place": "how the planner prices the log-prob head (verl's fused in-place cross-entropy; TRL: "
                        "use_liger_kernel is another path); plan-only",
     "logprob_vocab_chunk": "how the planner prices a vocabulary-chunked log-prob head (prime-rl's "

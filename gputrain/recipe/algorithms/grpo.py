@@ -64,6 +64,10 @@ class GRPOAlgorithm(BaseModel):
     vllm_enforce_eager: bool = Field(default=False, description="vLLM decodes without CUDA graphs (its "
                                      "enforce_eager; verl's default up to v0.5): every kernel pays an eager "
                                      "launch (plan-only)")
+    vllm_max_num_seqs: int | None = Field(default=None, gt=0, description="sequences one engine decodes at "
+                                          "once (vLLM max_num_seqs, SGLang max_running_requests): more run in "
+                                          "waves even where the KV cache holds them; unset: the KV cache "
+                                          "alone sets the waves (plan-only)")
     logits_in_place: bool = Field(default=False, description="log-probs by a fused cross-entropy that divides "
                                   "the logits by the temperature in place and writes its gradient into them "
                                   "(verl: flash-attn's kernel, inplace_backward): one [T, V] tensor, not the "
