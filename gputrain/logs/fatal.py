@@ -39,6 +39,10 @@ _EXC_RE = re.compile(
     r"Unsupported)|Exception|StopIteration)"
     r"(?:\([\w.]+\)|\s+\([^()]{0,60}\))?)(?::\s*(?P<message>.*))?$"
 )
+#: An exception known by where it is defined rather than by its name's ending: a class after a module path in lower
+#: case (``torch._dynamo.exc.FailOnRecompileLimitHit``, ``triton.runtime.autotuner.OutOfResources``), as Python's
+#: traceback prints it, followed by its message.
+_MODULE_EXC_RE = re.compile(r"^(?P<name>(?:[a-z_][a-z0-9_]*\.){2,}[A-Z][A-Za-z0-9]+)(?::\s+(?P<message>.*)|:)$")
 _SLURM_RE = re.compile(
     r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+)"
     r"(?: DUE TO (?P<reason>[A-Z ]+?))?(?: on \S+)? \*\*\*"
@@ -56,8 +60,12 @@ _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
 _HYDRA_FATAL = "Error executing job with overrides"
-#: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …".
+#: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …"
+#: (libstdc++); libc++ (macOS, clang) says it in one line: "libc++abi: terminating due to uncaught exception of
+#: type std::runtime_error: …" ("terminating with uncaught exception of type …" in older versions).
 _TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '(?P<name>[^']+)'")
+_LIBCXX_TERMINATE_RE = re.compile(r"^libc\+\+abi(?:\.dylib)?: terminating (?:due to|with) uncaught exception of type "
+                                  r"(?P<name>\S+?)(?::\s+(?P<what>.*))?$")
 _WHAT_RE = re.compile(r"what\(\):\s*(?P<what>.*)")
 #: The child's end an echo carries (Python's ``CalledProcessError``: "returned non-zero exit status -11").
 _EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)")
@@ -86,6 +94,10 @@ _POINTS_BACK_RE = re.compile(r"\b(?:see|inspect|check)\b[^.]{0,40}?\b(?:above|pr
 _DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|\bENOSPC\b|StorageFull|"
                       r"file write failed", re.IGNORECASE)
 #: The data loader's workers share tensors through /dev/shm: when it is full they die of SIGBUS.
+#: A GPU kernel that asks for more on-chip resources per block than the GPU has (Triton's "out of resource: shared
+#: memory", CUDA's "too many resources requested for launch"): not /dev/shm, not device memory.
+_KERNEL_RESOURCES_RE = re.compile(r"out of resources?: (?:shared memory|registers)|too many resources requested for "
+                                  r"launch|LAUNCH_OUT_OF_RESOURCES|cudaErrorLaunchOutOfResources", re.IGNORECASE)
 _SHM_RE = re.compile(r"shared memory|\(shm\)|DataLoader worker.{0,60}Bus error", re.IGNORECASE)
 _GPU_HARDWARE_RE = re.compile(r"\bECC error|ECC_UNCORRECTABLE|fallen off the bus|\bXid\b", re.IGNORECASE)
 _CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert triggered|misaligned address|"
@@ -111,7 +123,7 @@ class Fatal:
 
     kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
     #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code, disk_full, gpu_hardware, cuda_error,
-    #            process_died, shm
+    #            process_died, shm, kernel_resources
     headline: str
     line: int
     rank: int | None = None
@@ -138,6 +150,8 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
         return "disk_full"
     if _GPU_HARDWARE_RE.search(text):
         return "gpu_hardware"
+    if _KERNEL_RESOURCES_RE.search(text):
+        return "kernel_resources"
     if _CUDA_FAULT_RE.search(text):
         return "cuda_error"
     if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
@@ -158,7 +172,7 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
 
 
 def _exception(index: int, rank: int | None, text: str, following: str) -> Fatal | None:
-    match = _EXC_RE.match(text)
+    match = _EXC_RE.match(text) or _MODULE_EXC_RE.match(text)
     if match is None or match.group("name").endswith("Warning"):
         return None
     name, message = match.group("name"), (match.group("message") or "").strip()
@@ -291,11 +305,11 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         match = _WATCHDOG_RE.search(line)
         if match:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
-    if line.startswith("terminate called after"):
-        thrown = _TERMINATE_RE.match(line)
+    if line.startswith(("terminate called after", "libc++abi")):
+        thrown = _TERMINATE_RE.match(line) or _LIBCXX_TERMINATE_RE.match(line)
         if thrown:
-            said = _WHAT_RE.search(following)
-            message = said.group("what").strip() if said else ""
+            said = _WHAT_RE.search(following) if "what" not in thrown.groupdict() else None
+            message = (said.group("what") if said else thrown.groupdict().get("what") or "").strip()
             name = thrown.group("name")
             kind = _kind_of(name, message)
             # an unknown C++ exception at exit is most often the echo of an error already reported above

@@ -332,3 +332,50 @@ def test_a_column_header_over_a_row_of_values_is_read_when_its_first_column_is_t
     assert metrics["loss"]["last"] == pytest.approx(0.1626) and metrics["epoch"]["last"] == 2
     log.write_text(f"\n      Images    GPU_mem       loss  Instances       Size\n{row}\n")  # not an epoch table
     assert "loss" not in summarize(log, write=False)["metrics"]
+
+
+@pytest.mark.parametrize(("line", "name"), [
+    ("torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True.",
+     "torch._dynamo.exc.FailOnRecompileLimitHit"),
+    ("triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 133136, Hardware limit: "
+     "101376.", "triton.runtime.autotuner.OutOfResources"),
+])
+def test_an_exception_is_known_by_its_module_path_whatever_its_class_name_ends_with(line: str, name: str) -> None:
+    found = scan("Iter 10: Train loss 1.2\n" + line + "\n")
+    assert [e.exception for e in found] == [name]
+    inferred = infer_end("Iter 10: Train loss 1.2\n" + line + "\n")
+    assert inferred is not None and inferred[0] == "FAILED"
+    # a module path in lower case: a logger's name or a sentence is no exception
+    assert scan("lightning.pytorch.utilities.rank_zero: GPU available: True\n") == []
+
+
+def test_libcxx_terminate_wording_is_a_cpp_terminate_with_its_message(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("Iter 20: Train loss 0.758, Learning Rate 1.000e-05\n"
+                   "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command "
+                   "buffer execution failed: Internal Error (0000000e:Internal Error)\n")
+    s = summarize(log, write=False)
+    assert s["state"] == "FAILED" and "std::runtime_error: [METAL] Command buffer execution failed" in s["failure"]
+    log.write_text("libc++abi: terminating with uncaught exception of type std::bad_alloc: std::bad_alloc\n")
+    assert summarize(log, write=False)["cause"] == "host_oom"
+
+
+@pytest.mark.parametrize("line", [
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 147456, Hardware limit: 101376. "
+    "Reducing block sizes or `num_stages` may help.",
+    "RuntimeError: CUDA error: too many resources requested for launch",
+])
+def test_a_kernel_out_of_on_chip_resources_is_no_full_dev_shm(line: str, tmp_path: Path) -> None:
+    s = _summary_of_line(line, tmp_path)
+    remedy = prescribe(s, None)
+    assert s["state"] == "FAILED" and s["cause"] == "kernel_resources"
+    assert remedy is not None and "block size" in remedy.text and "/dev/shm" not in remedy.text
+
+
+def test_an_oom_headline_names_the_backend_the_message_names(tmp_path: Path) -> None:
+    line = ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 124.00 MiB. GPU 0 has a total capacity of "
+            "19.94 GiB of which 554.47 MiB is free. Of the allocated memory 15.87 GiB is allocated by PyTorch, and "
+            "165.29 MiB is reserved by PyTorch but unallocated.")
+    s = _summary_of_line(line, tmp_path)
+    assert s["failure"].startswith("HIP out of memory: tried to allocate 0.12 GiB on GPU 0")
+    assert _summary_of_line(line.replace("HIP", "CUDA"), tmp_path)["failure"].startswith("CUDA out of memory")
