@@ -139,7 +139,8 @@ def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_cod
         line = f"{event.exception}: {event.message}" if event.message else event.exception
         out = _from_traceback({"text": line, "rank": event.rank}, rank, host)
         if event.kind not in ("exception", "nccl") or out["kind"] in ("exception", "exit_code"):
-            out["kind"] = event.kind if out["kind"] != "cuda_oom" else "cuda_oom"
+            # a CUDA OOM the message itself shows wins over the event's reading, a host OOM the words show over it
+            out["kind"] = "cuda_oom" if out["kind"] == "cuda_oom" and event.kind != "host_oom" else event.kind
             out["label"] = LABELS.get(out["kind"], out["kind"])
         return out
     if event.kind == "nccl_timeout":

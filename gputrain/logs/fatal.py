@@ -56,6 +56,16 @@ _BOX_RE = re.compile(r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s*exitcode\s*:\s*(?P<cod
 _BOX_HOST_RE = re.compile(r"host\s*:\s*(\S+)")
 _SIGNAL_RE = re.compile(r"Signal (\d+) \((SIG[A-Z]+)\) received by PID (\d+)")
 _KILLED_RE = re.compile(r"^(?:Killed|.*line \d+:\s+\d+ Killed(?:\s+.*)?)$")
+#: A shell's report that the job it ran died of a signal, in each shell's words: zsh's "zsh: killed  python …" and
+#: its job table "[1]  24608 abort  python …", bash's "line 1:  2741 Bus error (core dumped) python …" and "[1]+
+#: Killed  python …", macOS's "Killed: 9". (bash's "line N: PID Killed" is :data:`_KILLED_RE`'s, read first.)
+_SHELL_DEATH_RE = re.compile(
+    r"^(?:zsh: |.*\bline \d+:\s+\d+\s+|\[\d+\][+-]?\s+(?:\d+\s+)?|\d+\s+(?=\w+(?: \w+)*\s{2,}\S))"
+    r"(?P<how>killed|abort(?:ed)?|segmentation fault|bus error|terminated|illegal (?:hardware )?instruction|"
+    r"floating point exception)(?:\s+\(core dumped\))?(?:\s+\S.*)?$|^Killed: (?P<number>\d+)$",
+    re.IGNORECASE)
+_SHELL_SIGNALS = {"killed": 9, "abort": 6, "aborted": 6, "segmentation fault": 11, "bus error": 7, "terminated": 15,
+                  "illegal instruction": 4, "illegal hardware instruction": 4, "floating point exception": 8}
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
@@ -138,7 +148,12 @@ class Fatal:
 
 _OOM_RE = re.compile(r"out of memory|OutOfMemory|\bOOM\b|ResourceExhausted|RESOURCE_EXHAUSTED|Resource exhausted|"
                      r"(?:cannot|can't|failed to) allocate|MemoryError|bad_alloc", re.IGNORECASE)
-_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory|std::bad_alloc")
+#: Words that put an out-of-memory on the host, not the accelerator: Python's own MemoryError family (numpy's
+#: ``_ArrayMemoryError``; an ``OutOfMemoryError`` is a framework's, often the GPU's), a node or system low on memory
+#: (Ray's ``OutOfMemoryError: Task was killed due to the node running low on memory``).
+_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|^(?:[\w.]+\.)?_?(?<!OutOf)\w*(?<!OutOf)MemoryError:|"
+                             r"Cannot allocate memory|host memory|std::bad_alloc|"
+                             r"\b(?:node|system|machine)\b[^.]{0,40}?\b(?:low on|out of) memory|\bRAM\b")
 
 
 def _kind_of(name: str, message: str, echo: bool = False) -> str:
@@ -219,12 +234,26 @@ def _scan(text: str) -> list[Fatal]:
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
+    _abort_echoes(out)
     if out:
         last = _last_progress(raw)
         for event in out:
             went_on = last.get(event.rank, -1) if event.rank is not None else max(last.values(), default=-1)
             event.recovered = event.line < went_on and event.group in ("worker", "consequence")
     return out
+
+
+def _abort_echoes(events: list[Fatal]) -> None:
+    """C++'s ``std::terminate`` ends the process with ``abort()``: the SIGABRT a shell or the crash line reports
+    after a terminate line is its echo, and the exception it names is the cause."""
+    thrown = next((e.line for e in events if e.exception and e.evidence.startswith(("terminate called", "libc++abi"))),
+                  None)
+    if thrown is None:
+        return
+    for event in events:
+        aborted = "SIGABRT" in event.headline or "Abort" in event.headline
+        if event.line > thrown and event.kind == "signal" and aborted:
+            event.group = "consequence"
 
 
 def _last_progress(lines: list[str]) -> dict[int | None, int]:
@@ -301,6 +330,11 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     if "Killed" in line and _KILLED_RE.match(line):
         return Fatal("host_oom", "killed by SIGKILL (the shell says \"Killed\"), likely the host's OOM killer",
                      index, rank, group="launcher", evidence=line[:500])
+    shell = _SHELL_DEATH_RE.match(line)
+    if shell:
+        number = shell.group("number")
+        signal_number = int(number) if number else _SHELL_SIGNALS[shell.group("how").lower()]
+        return _launcher_exit(index, rank, -signal_number, None, line)
     if "Watchdog caught" in line:
         match = _WATCHDOG_RE.search(line)
         if match:
@@ -370,6 +404,8 @@ def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:
 
 def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, line: str) -> Fatal:
     who = f"rank {rank}" if rank is not None else "a worker"
+    if code < -255:  # a Windows NTSTATUS printed as a signed 32-bit number (-1073741819 is 0xC0000005), no signal
+        code &= 0xFFFFFFFF
     if code in (-9, 137):
         return Fatal("host_oom", f"{who} killed by SIGKILL, likely the host's OOM killer (exit code {code})", index,
                      rank, host, group="launcher", evidence=line[:500])

@@ -379,3 +379,50 @@ def test_an_oom_headline_names_the_backend_the_message_names(tmp_path: Path) -> 
     s = _summary_of_line(line, tmp_path)
     assert s["failure"].startswith("HIP out of memory: tried to allocate 0.12 GiB on GPU 0")
     assert _summary_of_line(line.replace("HIP", "CUDA"), tmp_path)["failure"].startswith("CUDA out of memory")
+
+
+@pytest.mark.parametrize(("line", "kind", "words"), [
+    ("zsh: killed     python train.py", "host_oom", "SIGKILL"),
+    ("[1]    24608 killed     python -m mlx_lm.lora --train", "host_oom", "SIGKILL"),
+    ("Killed: 9", "host_oom", "SIGKILL"),
+    ("zsh: segmentation fault  python train.py", "signal", "SIGSEGV"),
+    ("[1]    24608 abort      python -m mlx_lm.lora --model Qwen/Qwen1.5-0.5B --train", "signal", "SIGABRT"),
+    ("/bin/bash: line 1:  2741 Bus error               (core dumped) python train.py", "signal", "SIGBUS"),
+])
+def test_a_shells_job_report_of_a_signal_death_is_the_launchers_account(line: str, kind: str, words: str) -> None:
+    from gputrain.logs.verdict import choose
+
+    root = choose(scan("step 10 | loss 2.1\n" + line + "\n"))
+    assert root is not None and root.kind == kind and words in root.headline
+    inferred = infer_end("step 10 | loss 2.1\n" + line + "\n")
+    assert inferred is not None and inferred[0] == "FAILED"
+    assert scan("the job was killed by the user yesterday\n") == []  # prose is no job report
+
+
+@pytest.mark.parametrize("line", [
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.50 GiB for an array with shape (1000, 470) and "
+    "data type float64",
+])
+def test_an_out_of_memory_of_the_host_is_not_read_as_the_gpus(line: str, tmp_path: Path) -> None:
+    s = _summary_of_line(line, tmp_path)
+    remedy = prescribe(s, None)
+    assert s["cause"] == "host_oom" and remedy is not None and "host memory" in remedy.text
+
+
+def test_a_negative_windows_exit_code_is_its_ntstatus_not_a_signal() -> None:
+    (event,) = scan("Process finished with exit code -1073741819 (0xC0000005)\n")
+    assert "access violation" in event.headline and "signal" not in event.headline
+
+
+@pytest.mark.parametrize("end", ["[1]    24608 abort      python -m mlx_lm.lora --train", "Aborted (core dumped)"])
+def test_the_abort_that_ends_a_cpp_terminate_is_its_echo_not_the_cause(end: str) -> None:
+    from gputrain.logs.verdict import choose
+
+    for terminate in ("libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command "
+                      "buffer execution failed: Internal Error",
+                      "terminate called after throwing an instance of 'c10::Error'\n  what():  driver shutting down"):
+        root = choose(scan(f"Iter 20: Train loss 0.758\n{terminate}\n{end}\n"))
+        assert root is not None and root.exception in ("std::runtime_error", "c10::Error"), root
+    root = choose(scan(f"Iter 20: Train loss 0.758\n{end}\n"))  # an abort alone is still the cause
+    assert root is not None and ("SIGABRT" in root.headline or "Aborted" in root.headline)
