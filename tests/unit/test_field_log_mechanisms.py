@@ -426,3 +426,35 @@ def test_the_abort_that_ends_a_cpp_terminate_is_its_echo_not_the_cause(end: str)
         assert root is not None and root.exception in ("std::runtime_error", "c10::Error"), root
     root = choose(scan(f"Iter 20: Train loss 0.758\n{end}\n"))  # an abort alone is still the cause
     assert root is not None and ("SIGABRT" in root.headline or "Aborted" in root.headline)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Epoch 1 | train loss: 0.512 | val loss: 0.634\nEpoch 2 | train loss: 0.402 | val loss: 0.601\n",
+     {"loss": 0.402, "val_loss": 0.601}),
+    ("[Epoch 5/10] Train Loss: 0.3412 | Val Loss: 0.4012 | Val Acc: 0.8812\n",
+     {"loss": 0.3412, "val_loss": 0.4012, "val_acc": 0.8812}),
+    ("Iter 590: Train loss 1.100, Learning Rate 2.000e-05, It/sec 0.8\nIter 600: Val loss 1.300, Val took 5.265s\n",
+     {"loss": 1.1, "val_loss": 1.3, "lr": 2e-05}),
+    ("Epoch 3: eval loss 0.25, test acc 0.91, loss 0.2\n", {"eval_loss": 0.25, "test_acc": 0.91, "loss": 0.2}),
+])
+def test_a_split_word_before_a_measure_names_another_series(text: str, expected: dict[str, float],
+                                                              tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    metrics = summarize(log, write=False)["metrics"]
+    assert {k: metrics[k]["last"] for k in expected if k in metrics} == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("end", ["Saved final weights to adapters/adapters.safetensors.",
+                                 "saving the final model ..."])
+def test_a_trainers_word_that_it_saved_the_final_model_is_the_end(end: str) -> None:
+    inferred = infer_end(f"Iter 600: Train loss 1.050, Learning Rate 1.000e-05\n{end}\n")
+    assert inferred is not None and inferred[0] == "COMPLETED"
+    assert infer_end("Iter 600: Train loss 1.050\nSaving model checkpoint to out/checkpoint-600\n") is None
+
+
+def test_a_capitalised_epoch_is_the_epoch(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("Epoch 1 | train loss: 0.512\nEpoch 2 | train loss: 0.402\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["epoch"]["last"] == 2 and "Epoch" not in metrics
