@@ -89,9 +89,15 @@ _OTHER_LIMITS = (
     (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime|exceeded (?:hard )?wall ?clock "
                 r"(?:limit|time)", re.IGNORECASE), "time_limit", "TIMEOUT",
      "the scheduler stopped the job at its time limit"),
-    (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit"), "host_oom", "FAILED",
-     "the scheduler killed the job at its memory limit"),
+    # LSF, PBS, Slurm's slurmstepd before cgroup OOM events ("Job 12 exceeded memory limit (… > …), being killed"),
+    # Kubernetes' eviction ("The node was low on resource: memory")
+    (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit|[Ee]xceeded (?:job |step )?memory limit|"
+                r"low on resource: memory"), "host_oom", "FAILED", "the scheduler killed the job at its memory limit"),
 )
+#: Slurm's own words that a node died under a step, or that it refused the job before it ran (with its reason).
+_SRUN_NODE_FAIL_RE = re.compile(r"^srun: error: Node failure on (?P<host>\S+)")
+_REFUSED_RE = re.compile(r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Batch job submission failed)"
+                         r": (?P<reason>.+)$")
 _CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
                        r"(?: \(core dumped\))?\s*$|^Fatal Python error: ")
 #: Exceptions that echo another rank's (or process's) failure rather than cause one.
@@ -304,6 +310,15 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     crash = _CRASH_RE.search(line)
     if crash:
         return Fatal("signal", f"the process crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
+    if line.startswith(("srun: error:", "sbatch: error:", "salloc: error:")):
+        node = _SRUN_NODE_FAIL_RE.match(line)
+        if node:
+            return Fatal("node_fail", f"a node of the job failed: {node.group('host')} (srun: Node failure)", index,
+                         host=node.group("host"), group="verdict", state="NODE_FAIL", evidence=line[:500])
+        refused = _REFUSED_RE.match(line)
+        if refused:
+            return Fatal("setup", f"Slurm refused the job: {refused.group('reason')[:200]}", index, group="verdict",
+                         state="FAILED", evidence=line[:500])
     if line.startswith("srun: error:"):
         match = _SRUN_TASK_RE.match(line)
         if match:
@@ -358,6 +373,9 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     if line.startswith(_HYDRA_FATAL):  # Hydra's account of the job: its message follows (or a traceback does)
         message = following.strip() if following.strip() and not following.startswith("Traceback") else line
         return Fatal("exception", message[:300], index, rank, message=message, group="launcher", evidence=line[:500])
+    if line.startswith("Detected KeyboardInterrupt"):  # Lightning's word that Ctrl-C (SIGINT) stopped the fit
+        return Fatal("cancelled", f"interrupted (Ctrl-C, SIGINT): {line.strip()[:200]}", index, rank, state="CANCELLED",
+                     evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
     fault = _cuda_fault(index, rank, line)

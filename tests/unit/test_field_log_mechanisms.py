@@ -458,3 +458,31 @@ def test_a_capitalised_epoch_is_the_epoch(tmp_path: Path) -> None:
     log.write_text("Epoch 1 | train loss: 0.512\nEpoch 2 | train loss: 0.402\n")
     metrics = summarize(log, write=False)["metrics"]
     assert metrics["epoch"]["last"] == 2 and "Epoch" not in metrics
+
+
+@pytest.mark.parametrize(("text", "state", "kind", "words"), [
+    ("slurmstepd: error: Job 123 exceeded memory limit (26214400 > 25600000), being killed\n"
+     "slurmstepd: error: Exceeded job memory limit\n", "FAILED", "host_oom", "memory limit"),
+    ("Evicted: The node was low on resource: memory. Container trainer was using 61Gi, which exceeds its request of "
+     "32Gi.\n", "FAILED", "host_oom", "low on resource: memory"),
+    ("srun: error: Node failure on n12\nsrun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n",
+     "NODE_FAIL", "node_fail", "n12"),
+    ("srun: error: Unable to allocate resources: Requested node configuration is not available\n", "FAILED", "setup",
+     "Requested node configuration is not available"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n",
+     "FAILED", "setup", "Invalid account"),
+    ("Epoch 3:  40%|####      | 40/100 [00:10<00:15, 4.0it/s, loss=0.3]\n"
+     "Detected KeyboardInterrupt, attempting graceful shutdown...\n", "CANCELLED", "cancelled", "KeyboardInterrupt"),
+])
+def test_a_schedulers_or_trainers_own_words_about_the_end(text: str, state: str, kind: str, words: str,
+                                                          tmp_path: Path) -> None:
+    from gputrain.logs.verdict import choose
+
+    inferred = infer_end(text)
+    root = choose(scan(text))
+    assert inferred is not None and inferred[0] == state
+    assert root is not None and root.kind == kind and words in root.headline
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    summary = summarize(log, write=False)
+    assert summary["state"] == state and summary["cause"] == kind  # an end the log shows has its cause too
