@@ -54,7 +54,12 @@ LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail"
           "device_oom": "accelerator out of memory", "vllm_engine": "vLLM engine died",
           "fp16_overflow": "fp16 loss scale at its minimum", "disk_full": "disk full",
           "gpu_hardware": "GPU hardware fault", "cuda_error": "CUDA kernel fault", "process_died": "a worker died",
-          "shm": "shared memory (/dev/shm) full"}
+          "shm": "shared memory (/dev/shm) full",
+          "kernel_resources": "a GPU kernel asked for more on-chip resources (shared memory or registers per block) "
+                              "than this GPU has; lower the kernel's block sizes or num_stages (its Triton or "
+                              "torch.compile autotune config), or turn off max-autotune"}
+#: The backend an out-of-memory message names (ROCm's PyTorch says "HIP out of memory" in CUDA's format).
+_BACKEND_RE = re.compile(r"\b(CUDA|HIP|XPU|MUSA|NPU)\b out of memory")
 
 
 def _gib(value: str | None, unit: str | None) -> float | None:
@@ -116,8 +121,10 @@ def _from_traceback(entry: dict[str, Any], rank: int | None, host: str | None) -
         }
     headline = f"{name}: {message[:200]}" if message else name
     if kind == "cuda_oom" and details.get("tried_gib") is not None:
-        headline = (f"CUDA out of memory: tried to allocate {details['tried_gib']:.2f} GiB on GPU {details['gpu']} "
-                    f"({details['capacity_gib']:.2f} GiB total, {details['free_gib']:.2f} GiB free)")
+        named = _BACKEND_RE.search(line)
+        backend = named.group(1) if named else "CUDA"
+        headline = (f"{backend} out of memory: tried to allocate {details['tried_gib']:.2f} GiB on GPU "
+                    f"{details['gpu']} ({details['capacity_gib']:.2f} GiB total, {details['free_gib']:.2f} GiB free)")
     watchdog = _WATCHDOG_RE.search(line)
     if watchdog:
         return _watchdog(watchdog, line, host)
@@ -132,7 +139,8 @@ def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_cod
         line = f"{event.exception}: {event.message}" if event.message else event.exception
         out = _from_traceback({"text": line, "rank": event.rank}, rank, host)
         if event.kind not in ("exception", "nccl") or out["kind"] in ("exception", "exit_code"):
-            out["kind"] = event.kind if out["kind"] != "cuda_oom" else "cuda_oom"
+            # a CUDA OOM the message itself shows wins over the event's reading, a host OOM the words show over it
+            out["kind"] = "cuda_oom" if out["kind"] == "cuda_oom" and event.kind != "host_oom" else event.kind
             out["label"] = LABELS.get(out["kind"], out["kind"])
         return out
     if event.kind == "nccl_timeout":

@@ -39,6 +39,10 @@ _EXC_RE = re.compile(
     r"Unsupported)|Exception|StopIteration)"
     r"(?:\([\w.]+\)|\s+\([^()]{0,60}\))?)(?::\s*(?P<message>.*))?$"
 )
+#: An exception known by where it is defined rather than by its name's ending: a class after a module path in lower
+#: case (``torch._dynamo.exc.FailOnRecompileLimitHit``, ``triton.runtime.autotuner.OutOfResources``), as Python's
+#: traceback prints it, followed by its message.
+_MODULE_EXC_RE = re.compile(r"^(?P<name>(?:[a-z_][a-z0-9_]*\.){2,}[A-Z][A-Za-z0-9]+)(?::\s+(?P<message>.*)|:)$")
 _SLURM_RE = re.compile(
     r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+)"
     r"(?: DUE TO (?P<reason>[A-Z ]+?))?(?: on \S+)? \*\*\*"
@@ -52,12 +56,26 @@ _BOX_RE = re.compile(r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s*exitcode\s*:\s*(?P<cod
 _BOX_HOST_RE = re.compile(r"host\s*:\s*(\S+)")
 _SIGNAL_RE = re.compile(r"Signal (\d+) \((SIG[A-Z]+)\) received by PID (\d+)")
 _KILLED_RE = re.compile(r"^(?:Killed|.*line \d+:\s+\d+ Killed(?:\s+.*)?)$")
+#: A shell's report that the job it ran died of a signal, in each shell's words: zsh's "zsh: killed  python …" and
+#: its job table "[1]  24608 abort  python …", bash's "line 1:  2741 Bus error (core dumped) python …" and "[1]+
+#: Killed  python …", macOS's "Killed: 9". (bash's "line N: PID Killed" is :data:`_KILLED_RE`'s, read first.)
+_SHELL_DEATH_RE = re.compile(
+    r"^(?:zsh: |.*\bline \d+:\s+\d+\s+|\[\d+\][+-]?\s+(?:\d+\s+)?|\d+\s+(?=\w+(?: \w+)*\s{2,}\S))"
+    r"(?P<how>killed|abort(?:ed)?|segmentation fault|bus error|terminated|illegal (?:hardware )?instruction|"
+    r"floating point exception)(?:\s+\(core dumped\))?(?:\s+\S.*)?$|^Killed: (?P<number>\d+)$",
+    re.IGNORECASE)
+_SHELL_SIGNALS = {"killed": 9, "abort": 6, "aborted": 6, "segmentation fault": 11, "bus error": 7, "terminated": 15,
+                  "illegal instruction": 4, "illegal hardware instruction": 4, "floating point exception": 8}
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
 _HYDRA_FATAL = "Error executing job with overrides"
-#: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …".
+#: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …"
+#: (libstdc++); libc++ (macOS, clang) says it in one line: "libc++abi: terminating due to uncaught exception of
+#: type std::runtime_error: …" ("terminating with uncaught exception of type …" in older versions).
 _TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '(?P<name>[^']+)'")
+_LIBCXX_TERMINATE_RE = re.compile(r"^libc\+\+abi(?:\.dylib)?: terminating (?:due to|with) uncaught exception of type "
+                                  r"(?P<name>\S+?)(?::\s+(?P<what>.*))?$")
 _WHAT_RE = re.compile(r"what\(\):\s*(?P<what>.*)")
 #: The child's end an echo carries (Python's ``CalledProcessError``: "returned non-zero exit status -11").
 _EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)")
@@ -71,9 +89,15 @@ _OTHER_LIMITS = (
     (re.compile(r"walltime \S+ exceeded limit|TERM_RUNLIMIT|job killed: walltime|exceeded (?:hard )?wall ?clock "
                 r"(?:limit|time)", re.IGNORECASE), "time_limit", "TIMEOUT",
      "the scheduler stopped the job at its time limit"),
-    (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit"), "host_oom", "FAILED",
-     "the scheduler killed the job at its memory limit"),
+    # LSF, PBS, Slurm's slurmstepd before cgroup OOM events ("Job 12 exceeded memory limit (… > …), being killed"),
+    # Kubernetes' eviction ("The node was low on resource: memory")
+    (re.compile(r"TERM_MEMLIMIT|job killed: mem \S+ exceeded limit|[Ee]xceeded (?:job |step )?memory limit|"
+                r"low on resource: memory"), "host_oom", "FAILED", "the scheduler killed the job at its memory limit"),
 )
+#: Slurm's own words that a node died under a step, or that it refused the job before it ran (with its reason).
+_SRUN_NODE_FAIL_RE = re.compile(r"^srun: error: Node failure on (?P<host>\S+)")
+_REFUSED_RE = re.compile(r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Batch job submission failed)"
+                         r": (?P<reason>.+)$")
 _CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
                        r"(?: \(core dumped\))?\s*$|^Fatal Python error: ")
 #: Exceptions that echo another rank's (or process's) failure rather than cause one.
@@ -86,6 +110,10 @@ _POINTS_BACK_RE = re.compile(r"\b(?:see|inspect|check)\b[^.]{0,40}?\b(?:above|pr
 _DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|\bENOSPC\b|StorageFull|"
                       r"file write failed", re.IGNORECASE)
 #: The data loader's workers share tensors through /dev/shm: when it is full they die of SIGBUS.
+#: A GPU kernel that asks for more on-chip resources per block than the GPU has (Triton's "out of resource: shared
+#: memory", CUDA's "too many resources requested for launch"): not /dev/shm, not device memory.
+_KERNEL_RESOURCES_RE = re.compile(r"out of resources?: (?:shared memory|registers)|too many resources requested for "
+                                  r"launch|LAUNCH_OUT_OF_RESOURCES|cudaErrorLaunchOutOfResources", re.IGNORECASE)
 _SHM_RE = re.compile(r"shared memory|\(shm\)|DataLoader worker.{0,60}Bus error", re.IGNORECASE)
 _GPU_HARDWARE_RE = re.compile(r"\bECC error|ECC_UNCORRECTABLE|fallen off the bus|\bXid\b", re.IGNORECASE)
 _CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert triggered|misaligned address|"
@@ -111,7 +139,7 @@ class Fatal:
 
     kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
     #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code, disk_full, gpu_hardware, cuda_error,
-    #            process_died, shm
+    #            process_died, shm, kernel_resources
     headline: str
     line: int
     rank: int | None = None
@@ -126,7 +154,12 @@ class Fatal:
 
 _OOM_RE = re.compile(r"out of memory|OutOfMemory|\bOOM\b|ResourceExhausted|RESOURCE_EXHAUSTED|Resource exhausted|"
                      r"(?:cannot|can't|failed to) allocate|MemoryError|bad_alloc", re.IGNORECASE)
-_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|Cannot allocate memory|host memory|std::bad_alloc")
+#: Words that put an out-of-memory on the host, not the accelerator: Python's own MemoryError family (numpy's
+#: ``_ArrayMemoryError``; an ``OutOfMemoryError`` is a framework's, often the GPU's), a node or system low on memory
+#: (Ray's ``OutOfMemoryError: Task was killed due to the node running low on memory``).
+_HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|^(?:[\w.]+\.)?_?(?<!OutOf)\w*(?<!OutOf)MemoryError:|"
+                             r"Cannot allocate memory|host memory|std::bad_alloc|"
+                             r"\b(?:node|system|machine)\b[^.]{0,40}?\b(?:low on|out of) memory|\bRAM\b")
 
 
 def _kind_of(name: str, message: str, echo: bool = False) -> str:
@@ -138,6 +171,8 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
         return "disk_full"
     if _GPU_HARDWARE_RE.search(text):
         return "gpu_hardware"
+    if _KERNEL_RESOURCES_RE.search(text):
+        return "kernel_resources"
     if _CUDA_FAULT_RE.search(text):
         return "cuda_error"
     if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
@@ -158,7 +193,7 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
 
 
 def _exception(index: int, rank: int | None, text: str, following: str) -> Fatal | None:
-    match = _EXC_RE.match(text)
+    match = _EXC_RE.match(text) or _MODULE_EXC_RE.match(text)
     if match is None or match.group("name").endswith("Warning"):
         return None
     name, message = match.group("name"), (match.group("message") or "").strip()
@@ -205,12 +240,26 @@ def _scan(text: str) -> list[Fatal]:
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
+    _abort_echoes(out)
     if out:
         last = _last_progress(raw)
         for event in out:
             went_on = last.get(event.rank, -1) if event.rank is not None else max(last.values(), default=-1)
             event.recovered = event.line < went_on and event.group in ("worker", "consequence")
     return out
+
+
+def _abort_echoes(events: list[Fatal]) -> None:
+    """C++'s ``std::terminate`` ends the process with ``abort()``: the SIGABRT a shell or the crash line reports
+    after a terminate line is its echo, and the exception it names is the cause."""
+    thrown = next((e.line for e in events if e.exception and e.evidence.startswith(("terminate called", "libc++abi"))),
+                  None)
+    if thrown is None:
+        return
+    for event in events:
+        aborted = "SIGABRT" in event.headline or "Abort" in event.headline
+        if event.line > thrown and event.kind == "signal" and aborted:
+            event.group = "consequence"
 
 
 def _last_progress(lines: list[str]) -> dict[int | None, int]:
@@ -261,6 +310,15 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     crash = _CRASH_RE.search(line)
     if crash:
         return Fatal("signal", f"the process crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
+    if line.startswith(("srun: error:", "sbatch: error:", "salloc: error:")):
+        node = _SRUN_NODE_FAIL_RE.match(line)
+        if node:
+            return Fatal("node_fail", f"a node of the job failed: {node.group('host')} (srun: Node failure)", index,
+                         host=node.group("host"), group="verdict", state="NODE_FAIL", evidence=line[:500])
+        refused = _REFUSED_RE.match(line)
+        if refused:
+            return Fatal("setup", f"Slurm refused the job: {refused.group('reason')[:200]}", index, group="verdict",
+                         state="FAILED", evidence=line[:500])
     if line.startswith("srun: error:"):
         match = _SRUN_TASK_RE.match(line)
         if match:
@@ -287,15 +345,20 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     if "Killed" in line and _KILLED_RE.match(line):
         return Fatal("host_oom", "killed by SIGKILL (the shell says \"Killed\"), likely the host's OOM killer",
                      index, rank, group="launcher", evidence=line[:500])
+    shell = _SHELL_DEATH_RE.match(line)
+    if shell:
+        number = shell.group("number")
+        signal_number = int(number) if number else _SHELL_SIGNALS[shell.group("how").lower()]
+        return _launcher_exit(index, rank, -signal_number, None, line)
     if "Watchdog caught" in line:
         match = _WATCHDOG_RE.search(line)
         if match:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
-    if line.startswith("terminate called after"):
-        thrown = _TERMINATE_RE.match(line)
+    if line.startswith(("terminate called after", "libc++abi")):
+        thrown = _TERMINATE_RE.match(line) or _LIBCXX_TERMINATE_RE.match(line)
         if thrown:
-            said = _WHAT_RE.search(following)
-            message = said.group("what").strip() if said else ""
+            said = _WHAT_RE.search(following) if "what" not in thrown.groupdict() else None
+            message = (said.group("what") if said else thrown.groupdict().get("what") or "").strip()
             name = thrown.group("name")
             kind = _kind_of(name, message)
             # an unknown C++ exception at exit is most often the echo of an error already reported above
@@ -310,6 +373,9 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     if line.startswith(_HYDRA_FATAL):  # Hydra's account of the job: its message follows (or a traceback does)
         message = following.strip() if following.strip() and not following.startswith("Traceback") else line
         return Fatal("exception", message[:300], index, rank, message=message, group="launcher", evidence=line[:500])
+    if line.startswith("Detected KeyboardInterrupt"):  # Lightning's word that Ctrl-C (SIGINT) stopped the fit
+        return Fatal("cancelled", f"interrupted (Ctrl-C, SIGINT): {line.strip()[:200]}", index, rank, state="CANCELLED",
+                     evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
     fault = _cuda_fault(index, rank, line)
@@ -356,6 +422,8 @@ def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:
 
 def _launcher_exit(index: int, rank: int | None, code: int, host: str | None, line: str) -> Fatal:
     who = f"rank {rank}" if rank is not None else "a worker"
+    if code < -255:  # a Windows NTSTATUS printed as a signed 32-bit number (-1073741819 is 0xC0000005), no signal
+        code &= 0xFFFFFFFF
     if code in (-9, 137):
         return Fatal("host_oom", f"{who} killed by SIGKILL, likely the host's OOM killer (exit code {code})", index,
                      rank, host, group="launcher", evidence=line[:500])

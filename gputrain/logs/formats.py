@@ -62,7 +62,7 @@ _DS_TIME_RE = re.compile(r"^\[Rank (\d+)\] time \(ms\) \| (.*)$")
 _STEP_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it"})
 _EVAL_BARS = ("Validation", "Sanity", "Testing", "Predicting", "Evaluat")
 _EPOCH_RE = re.compile(r"Epoch (\d+)")
-_CASED_KEYS = frozenset({"loss", "lr", "accuracy", "acc"})
+_CASED_KEYS = frozenset({"loss", "lr", "accuracy", "acc", "epoch"})
 #: Megatron-LM / Megatron-DeepSpeed: `` iteration   5426/  250000 | lm loss: 2.3 | grad norm: nan |``
 _PIPE_FIELD_RE = re.compile(rf"^\s*([A-Za-z][\w ./-]*?)\s*:\s*({NUM})\s*$")
 _PIPE_HEAD_RE = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*$")
@@ -254,14 +254,27 @@ def parse_special(text: str) -> LogRecord | None:
 
 #: What makes a ``key value`` line a metric line without a step: a loss, reward, cross-entropy, perplexity or accuracy.
 _MEASURE_RE = re.compile(r"loss|reward|xent|ppl|perplexity|nll|acc")
+#: The word before a measure that names its split: ``val loss 0.6`` is another series than ``train loss 0.5`` (which
+#: is the loss), as HF's ``eval_loss`` and Keras's ``val_loss`` are; "Learning Rate 1e-5" (MLX) is the lr.
+_SPLIT_WORDS = {"val": "val", "valid": "val", "validation": "val", "eval": "eval", "evaluation": "eval",
+                "test": "test", "train": "", "training": ""}
+
+
+def _split_of(text: str, start: int) -> str | None:
+    """The split word right before ``text[start:]`` ("Val Loss: 0.4" → "val"), "" for train, None for none."""
+    before = text[max(0, start - 12):start].rstrip(" :")
+    if not before[-1:].isalpha():
+        return None
+    return _SPLIT_WORDS.get(before.rsplit(None, 1)[-1].lower())
 
 
 def parse_kv(text: str) -> LogRecord | None:
     """Generic ``key value`` / ``key: value`` / ``key=value`` lines (nanoGPT, torchtitan and the like)."""
     values: dict[str, float] = {}
     step: int | None = None
+    cursor = 0  # where the last measure's name was found: findall is faster than finditer and keys come in order
     for key, raw, unit in _KV_RE.findall(text):
-        low = key.lower()
+        written, low = key, key.lower()
         raw = raw.replace(",", "")
         if low in _STEP_KEYS and step is None and raw.isdigit():  # not "1e5": int() would raise
             step = int(raw)
@@ -275,6 +288,15 @@ def parse_kv(text: str) -> LogRecord | None:
             key = low
         elif low == "memory" and unit in ("GiB", "GB"):
             key = "gpu_mem_gib"
+        elif low == "rate" and "earning " in text:
+            at = text.find(written, cursor)
+            key = "lr" if text[max(0, at - 9):at].lower() == "learning " else key
+        if _MEASURE_RE.search(low):
+            at = text.find(written, cursor)
+            cursor = at + len(written)
+            split = _split_of(text, at)
+            if split:
+                key = f"{split}_{key}"
         values[ALIASES.get(key, key)] = number
     if not any(_MEASURE_RE.search(k.lower()) for k in values) and (step is None or not values):
         return None

@@ -261,7 +261,7 @@ def _build(
             inferred = infer_end(tail)
             state, evidence = inferred if inferred else ("UNKNOWN", None)
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
-    ended = final is not None or state in ENDED_STATES
+    ended = final is not None or state in ENDED_STATES or evidence is not None  # the log itself showed its end
     failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
     if state == CANCELLED and failed:  # a user's cancel, whatever the launcher printed as it was stopped
         why: dict[str, Any] | None = cancel_cause(_marker_text(job_dir, CANCELLED_MARKER))

@@ -65,10 +65,12 @@ def launcher_rank(events: list[Fatal]) -> int | None:
 
 #: A trainer's own word that training ended well: HF's ``train_runtime`` dict and ``***** train metrics *****``
 #: block, Lightning's "`Trainer.fit` stopped", and the plain words trainers print ("Training completed",
-#: "Reached max_steps (1635), stopping training", fairseq's "done training in 12.3 seconds").
+#: "Reached max_steps (1635), stopping training", fairseq's "done training in 12.3 seconds", MLX's "Saved final
+#: weights", DeepSpeed-Chat's "saving the final model").
 _DONE_RE = re.compile(r"'train_runtime'|\"train_runtime\"|`Trainer\.fit` stopped|\*{5} train metrics \*{5}|"
                       r"\b(?:training (?:completed|complete|finished|is done)|(?:done|finished) training|"
-                      r"reached max_steps)\b", re.IGNORECASE)
+                      r"reached max_steps|(?:saved|saving) (?:the )?final (?:model|weights|checkpoint|adapters?))\b",
+                      re.IGNORECASE)
 
 
 def infer_end(text: str) -> tuple[str, str] | None:

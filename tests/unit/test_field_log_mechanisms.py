@@ -332,3 +332,157 @@ def test_a_column_header_over_a_row_of_values_is_read_when_its_first_column_is_t
     assert metrics["loss"]["last"] == pytest.approx(0.1626) and metrics["epoch"]["last"] == 2
     log.write_text(f"\n      Images    GPU_mem       loss  Instances       Size\n{row}\n")  # not an epoch table
     assert "loss" not in summarize(log, write=False)["metrics"]
+
+
+@pytest.mark.parametrize(("line", "name"), [
+    ("torch._dynamo.exc.FailOnRecompileLimitHit: recompile_limit reached with fullgraph=True.",
+     "torch._dynamo.exc.FailOnRecompileLimitHit"),
+    ("triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 133136, Hardware limit: "
+     "101376.", "triton.runtime.autotuner.OutOfResources"),
+])
+def test_an_exception_is_known_by_its_module_path_whatever_its_class_name_ends_with(line: str, name: str) -> None:
+    found = scan("Iter 10: Train loss 1.2\n" + line + "\n")
+    assert [e.exception for e in found] == [name]
+    inferred = infer_end("Iter 10: Train loss 1.2\n" + line + "\n")
+    assert inferred is not None and inferred[0] == "FAILED"
+    # a module path in lower case: a logger's name or a sentence is no exception
+    assert scan("lightning.pytorch.utilities.rank_zero: GPU available: True\n") == []
+
+
+def test_libcxx_terminate_wording_is_a_cpp_terminate_with_its_message(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("Iter 20: Train loss 0.758, Learning Rate 1.000e-05\n"
+                   "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command "
+                   "buffer execution failed: Internal Error (0000000e:Internal Error)\n")
+    s = summarize(log, write=False)
+    assert s["state"] == "FAILED" and "std::runtime_error: [METAL] Command buffer execution failed" in s["failure"]
+    log.write_text("libc++abi: terminating with uncaught exception of type std::bad_alloc: std::bad_alloc\n")
+    assert summarize(log, write=False)["cause"] == "host_oom"
+
+
+@pytest.mark.parametrize("line", [
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 147456, Hardware limit: 101376. "
+    "Reducing block sizes or `num_stages` may help.",
+    "RuntimeError: CUDA error: too many resources requested for launch",
+])
+def test_a_kernel_out_of_on_chip_resources_is_no_full_dev_shm(line: str, tmp_path: Path) -> None:
+    s = _summary_of_line(line, tmp_path)
+    remedy = prescribe(s, None)
+    assert s["state"] == "FAILED" and s["cause"] == "kernel_resources"
+    assert remedy is not None and "block size" in remedy.text and "/dev/shm" not in remedy.text
+
+
+def test_an_oom_headline_names_the_backend_the_message_names(tmp_path: Path) -> None:
+    line = ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 124.00 MiB. GPU 0 has a total capacity of "
+            "19.94 GiB of which 554.47 MiB is free. Of the allocated memory 15.87 GiB is allocated by PyTorch, and "
+            "165.29 MiB is reserved by PyTorch but unallocated.")
+    s = _summary_of_line(line, tmp_path)
+    assert s["failure"].startswith("HIP out of memory: tried to allocate 0.12 GiB on GPU 0")
+    assert _summary_of_line(line.replace("HIP", "CUDA"), tmp_path)["failure"].startswith("CUDA out of memory")
+
+
+@pytest.mark.parametrize(("line", "kind", "words"), [
+    ("zsh: killed     python train.py", "host_oom", "SIGKILL"),
+    ("[1]    24608 killed     python -m mlx_lm.lora --train", "host_oom", "SIGKILL"),
+    ("Killed: 9", "host_oom", "SIGKILL"),
+    ("zsh: segmentation fault  python train.py", "signal", "SIGSEGV"),
+    ("[1]    24608 abort      python -m mlx_lm.lora --model Qwen/Qwen1.5-0.5B --train", "signal", "SIGABRT"),
+    ("/bin/bash: line 1:  2741 Bus error               (core dumped) python train.py", "signal", "SIGBUS"),
+])
+def test_a_shells_job_report_of_a_signal_death_is_the_launchers_account(line: str, kind: str, words: str) -> None:
+    from gputrain.logs.verdict import choose
+
+    root = choose(scan("step 10 | loss 2.1\n" + line + "\n"))
+    assert root is not None and root.kind == kind and words in root.headline
+    inferred = infer_end("step 10 | loss 2.1\n" + line + "\n")
+    assert inferred is not None and inferred[0] == "FAILED"
+    assert scan("the job was killed by the user yesterday\n") == []  # prose is no job report
+
+
+@pytest.mark.parametrize("line", [
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.50 GiB for an array with shape (1000, 470) and "
+    "data type float64",
+])
+def test_an_out_of_memory_of_the_host_is_not_read_as_the_gpus(line: str, tmp_path: Path) -> None:
+    s = _summary_of_line(line, tmp_path)
+    remedy = prescribe(s, None)
+    assert s["cause"] == "host_oom" and remedy is not None and "host memory" in remedy.text
+
+
+def test_a_negative_windows_exit_code_is_its_ntstatus_not_a_signal() -> None:
+    (event,) = scan("Process finished with exit code -1073741819 (0xC0000005)\n")
+    assert "access violation" in event.headline and "signal" not in event.headline
+
+
+@pytest.mark.parametrize("end", ["[1]    24608 abort      python -m mlx_lm.lora --train", "Aborted (core dumped)"])
+def test_the_abort_that_ends_a_cpp_terminate_is_its_echo_not_the_cause(end: str) -> None:
+    from gputrain.logs.verdict import choose
+
+    for terminate in ("libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command "
+                      "buffer execution failed: Internal Error",
+                      "terminate called after throwing an instance of 'c10::Error'\n  what():  driver shutting down"):
+        root = choose(scan(f"Iter 20: Train loss 0.758\n{terminate}\n{end}\n"))
+        assert root is not None and root.exception in ("std::runtime_error", "c10::Error"), root
+    root = choose(scan(f"Iter 20: Train loss 0.758\n{end}\n"))  # an abort alone is still the cause
+    assert root is not None and ("SIGABRT" in root.headline or "Aborted" in root.headline)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Epoch 1 | train loss: 0.512 | val loss: 0.634\nEpoch 2 | train loss: 0.402 | val loss: 0.601\n",
+     {"loss": 0.402, "val_loss": 0.601}),
+    ("[Epoch 5/10] Train Loss: 0.3412 | Val Loss: 0.4012 | Val Acc: 0.8812\n",
+     {"loss": 0.3412, "val_loss": 0.4012, "val_acc": 0.8812}),
+    ("Iter 590: Train loss 1.100, Learning Rate 2.000e-05, It/sec 0.8\nIter 600: Val loss 1.300, Val took 5.265s\n",
+     {"loss": 1.1, "val_loss": 1.3, "lr": 2e-05}),
+    ("Epoch 3: eval loss 0.25, test acc 0.91, loss 0.2\n", {"eval_loss": 0.25, "test_acc": 0.91, "loss": 0.2}),
+])
+def test_a_split_word_before_a_measure_names_another_series(text: str, expected: dict[str, float],
+                                                              tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    metrics = summarize(log, write=False)["metrics"]
+    assert {k: metrics[k]["last"] for k in expected if k in metrics} == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("end", ["Saved final weights to adapters/adapters.safetensors.",
+                                 "saving the final model ..."])
+def test_a_trainers_word_that_it_saved_the_final_model_is_the_end(end: str) -> None:
+    inferred = infer_end(f"Iter 600: Train loss 1.050, Learning Rate 1.000e-05\n{end}\n")
+    assert inferred is not None and inferred[0] == "COMPLETED"
+    assert infer_end("Iter 600: Train loss 1.050\nSaving model checkpoint to out/checkpoint-600\n") is None
+
+
+def test_a_capitalised_epoch_is_the_epoch(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("Epoch 1 | train loss: 0.512\nEpoch 2 | train loss: 0.402\n")
+    metrics = summarize(log, write=False)["metrics"]
+    assert metrics["epoch"]["last"] == 2 and "Epoch" not in metrics
+
+
+@pytest.mark.parametrize(("text", "state", "kind", "words"), [
+    ("slurmstepd: error: Job 123 exceeded memory limit (26214400 > 25600000), being killed\n"
+     "slurmstepd: error: Exceeded job memory limit\n", "FAILED", "host_oom", "memory limit"),
+    ("Evicted: The node was low on resource: memory. Container trainer was using 61Gi, which exceeds its request of "
+     "32Gi.\n", "FAILED", "host_oom", "low on resource: memory"),
+    ("srun: error: Node failure on n12\nsrun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n",
+     "NODE_FAIL", "node_fail", "n12"),
+    ("srun: error: Unable to allocate resources: Requested node configuration is not available\n", "FAILED", "setup",
+     "Requested node configuration is not available"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n",
+     "FAILED", "setup", "Invalid account"),
+    ("Epoch 3:  40%|####      | 40/100 [00:10<00:15, 4.0it/s, loss=0.3]\n"
+     "Detected KeyboardInterrupt, attempting graceful shutdown...\n", "CANCELLED", "cancelled", "KeyboardInterrupt"),
+])
+def test_a_schedulers_or_trainers_own_words_about_the_end(text: str, state: str, kind: str, words: str,
+                                                          tmp_path: Path) -> None:
+    from gputrain.logs.verdict import choose
+
+    inferred = infer_end(text)
+    root = choose(scan(text))
+    assert inferred is not None and inferred[0] == state
+    assert root is not None and root.kind == kind and words in root.headline
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    summary = summarize(log, write=False)
+    assert summary["state"] == state and summary["cause"] == kind  # an end the log shows has its cause too
