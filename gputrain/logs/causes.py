@@ -55,9 +55,7 @@ LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail"
           "fp16_overflow": "fp16 loss scale at its minimum", "disk_full": "disk full",
           "gpu_hardware": "GPU hardware fault", "cuda_error": "CUDA kernel fault", "process_died": "a worker died",
           "shm": "shared memory (/dev/shm) full",
-          "kernel_resources": "a GPU kernel asked for more on-chip resources (shared memory or registers per block) "
-                              "than this GPU has; lower the kernel's block sizes or num_stages (its Triton or "
-                              "torch.compile autotune config), or turn off max-autotune"}
+          "kernel_resources": "GPU kernel out of on-chip resources (shared memory or registers)"}
 #: The backend an out-of-memory message names (ROCm's PyTorch says "HIP out of memory" in CUDA's format).
 _BACKEND_RE = re.compile(r"\b(CUDA|HIP|XPU|MUSA|NPU)\b out of memory")
 
