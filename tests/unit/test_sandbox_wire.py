@@ -2,7 +2,7 @@
 
 Starting the two interpreters of each program is most of what the code reward costs (#26): the child
 speaks JSON through CPython's ``_json`` instead of the ``json`` package (which imports ``re``), and
-imports neither ``typing`` nor ``signal``; the program's process does not load the judge's ``ast``. The
+imports neither ``typing``, ``signal``, ``functools`` nor ``ast`` (the judge parses with ``_ast``). The
 trainer reads the child's lines with ``json.loads``, so the text must be what ``json.dumps`` writes.
 """
 
@@ -48,7 +48,7 @@ def test_what_the_protocol_never_sends_is_refused_not_mangled(value: object) -> 
         wire.dumps(value)
 
 
-HEAVY = ("json", "re", "typing", "signal", "enum", "ast")
+HEAVY = ("json", "re", "typing", "signal", "enum", "ast", "functools", "collections")
 
 
 def test_a_program_runs_in_a_process_that_imported_none_of_the_heavy_modules() -> None:
@@ -60,7 +60,7 @@ def test_a_program_runs_in_a_process_that_imported_none_of_the_heavy_modules() -
         "def loaded():\n"
         "    return LOADED\n"
     )
-    judge_side = f"import sys\nassert sorted(m for m in {HEAVY[:4]!r} if m in sys.modules) == []"
+    judge_side = f"import sys\nassert sorted(m for m in {HEAVY!r} if m in sys.modules) == []"
     pool = SandboxPool(workers=1, limits=SandboxLimits(wall_seconds=10.0, test_seconds=5.0), allow_weak=True)
     result = pool.run(Job(program, ["assert loaded() == []", judge_side]))
     assert [(o.status, o.reason) for o in result.outcomes] == [("passed", ""), ("passed", "")], result.outcomes
