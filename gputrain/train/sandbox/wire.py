@@ -20,18 +20,10 @@ if TYPE_CHECKING:
 _CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
-class _Context:
-    """The attributes ``_json.make_scanner`` reads from its decoder (``json.JSONDecoder``'s defaults)."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = _CONSTANTS.__getitem__
-
-
-_CONTEXT: Any = _Context()
+#: What ``_json.make_scanner`` reads from its decoder: ``json.JSONDecoder``'s defaults.
+_DECODER = {"strict": True, "object_hook": None, "object_pairs_hook": None, "parse_float": float, "parse_int": int,
+            "parse_constant": _CONSTANTS.__getitem__}
+_CONTEXT: Any = type("Decoder", (), _DECODER)()
 _scan = _make_scanner(_CONTEXT)
 
 
