@@ -47,9 +47,12 @@ from gputrain.train.sandbox.config import (
 
 MAX_REPLY_BYTES = 4 << 20
 HERE = Path(__file__).resolve().parent
-#: Child-side modules, loaded from source by the bootstrap (the runner last, as ``__main__``).
-CHILD_MODULES = (("_gputrain_sbx_codec", "codec.py"), ("_gputrain_sbx_confine", "confine.py"),
-                 ("_gputrain_sbx_verdict", "verdict.py"))
+#: Child-side modules of each role, loaded from source by the bootstrap (the runner last, as ``__main__``).
+#: The program's process gets no ``verdict.py``: it never judges, and not loading it (and the ``ast`` it
+#: imports) saves a good part of each program's start.
+_COMMON = (("_gputrain_sbx_wire", "wire.py"), ("_gputrain_sbx_codec", "codec.py"),
+           ("_gputrain_sbx_confine", "confine.py"))
+CHILD_MODULES = {"program": _COMMON, "judge": (*_COMMON, ("_gputrain_sbx_verdict", "verdict.py"))}
 UNSHARE = {
     "namespaces": ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"),
     "userns": ("--user", "--map-root-user", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork",
@@ -57,11 +60,11 @@ UNSHARE = {
 }
 
 
-def _child_code() -> bytes:
-    """The child's modules compiled once here (same interpreter binary, so the same bytecode), sent down
-    the request pipe at each start: the child loads them with ``marshal`` instead of compiling ~1000 lines."""
+def _child_code(mode: str) -> bytes:
+    """The modules of role ``mode`` compiled once here (same interpreter binary, so the same bytecode), sent
+    down the request pipe at each start: the child loads them with ``marshal`` instead of compiling ~1000 lines."""
     modules = [(name, compile((HERE / filename).read_text(encoding="utf-8"), filename, "exec", optimize=2))
-               for name, filename in (*CHILD_MODULES, ("__main__", "runner.py"))]
+               for name, filename in (*CHILD_MODULES[mode], ("__main__", "runner.py"))]
     blob = marshal.dumps(modules)
     return len(blob).to_bytes(8, "big") + blob
 
@@ -85,7 +88,7 @@ for name, code in marshal.loads(_take(int.from_bytes(_take(8), "big"))):
         sys.modules[name] = m
         exec(code, m.__dict__)
 """
-CHILD_CODE = _child_code()
+CHILD_CODE = {mode: _child_code(mode) for mode in CHILD_MODULES}
 
 
 class SandboxDied(BaseException):
@@ -207,7 +210,7 @@ class SandboxProcess:
             "read_only": landlock_read_paths() if level == "landlock" else read_only_paths(),
         }
         try:
-            self._write(CHILD_CODE, 10.0)
+            self._write(CHILD_CODE[mode], 10.0)
             self.send(cfg, 10.0)
         except BaseException:
             self.close()  # the child died before reading its settings: leave nothing behind

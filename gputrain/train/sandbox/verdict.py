@@ -16,11 +16,17 @@ Stdlib only: this file's source is executed inside the sandbox.
 
 from __future__ import annotations
 
-import ast
+import _ast
 import builtins
-import functools
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: importing typing costs every sandbox start ~4 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    #: ``link(request) -> reply``: one round trip to the program through the trainer.
+    Link = Callable[[dict[str, Any]], dict[str, Any]]
+
 
 try:
     from gputrain.train.sandbox.codec import decode, encode
@@ -30,9 +36,6 @@ except ImportError:  # inside the sandbox, loaded from source by the runner
 #: Exceptions a program may not "raise into" a test: they change the control flow of the test itself
 #: (a StopIteration raised inside ``all(map(f, xs))`` would end the iteration and pass the assert).
 NOT_MAPPED = frozenset({"StopIteration", "StopAsyncIteration", "GeneratorExit"})
-
-#: ``link(request) -> reply``: one round trip to the program through the trainer.
-Link = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class ProgramRaised(Exception):
@@ -48,15 +51,23 @@ class ProgramGone(BaseException):
         self.status, self.reason = status, reason
 
 
-@functools.lru_cache(maxsize=64)
+#: One class per builtin exception name (plain dicts, not ``functools.lru_cache``: importing functools, and
+#: ``ast`` below, cost each judge's start more than its tests take; #26).
+_RAISED: dict[str, type[ProgramRaised]] = {}
+_STUBS: dict[str, frozenset[str]] = {}
+
+
 def raised_type(name: str) -> type[ProgramRaised]:
     """``ProgramRaised`` that is also the builtin exception the program raised, so a test that expects
     ``ValueError`` (``try``/``except ValueError``) sees one."""
+    if name in _RAISED:
+        return _RAISED[name]
     base = getattr(builtins, name, None)
     if (name not in NOT_MAPPED and isinstance(base, type) and issubclass(base, Exception)
             and not issubclass(base, ProgramRaised)):
         try:
-            return type(f"Program{name}", (ProgramRaised, base), {})
+            _RAISED[name] = type(f"Program{name}", (ProgramRaised, base), {})
+            return _RAISED[name]
         except TypeError:
             pass
     return ProgramRaised
@@ -125,7 +136,20 @@ class Session:
             raise ProgramRaised(f"unreadable return value: {exc}") from exc
 
 
-@functools.lru_cache(maxsize=256)
+def _walk(node: Any) -> Any:
+    """Every node under ``node`` (``ast.walk`` without importing ``ast``, in another order)."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, _ast.AST):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo.extend(item for item in value if isinstance(item, _ast.AST))
+
+
 def prelude_stubs(prelude: str) -> frozenset[str]:
     """Functions the prelude only declares (no ``return``/``yield``: a docstring, maybe an import): the
     program supplies them.
@@ -133,17 +157,22 @@ def prelude_stubs(prelude: str) -> frozenset[str]:
     HumanEval's prompt ends with the entry point's signature and docstring; its other functions (``poly``,
     ``encode_cyclic``) are helpers that ``check`` relies on and must stay the judge's own.
     """
+    if prelude in _STUBS:
+        return _STUBS[prelude]
     try:
-        tree = ast.parse(prelude)
+        tree: Any = compile(prelude, "<prelude>", "exec", _ast.PyCF_ONLY_AST)  # what ast.parse does
     except SyntaxError:
         return frozenset()
-    returns = (ast.Return, ast.Yield, ast.YieldFrom)
-    return frozenset(
+    returns = (_ast.Return, _ast.Yield, _ast.YieldFrom)
+    stubs = frozenset(
         node.name
         for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and not any(isinstance(inner, returns) for stmt in node.body for inner in ast.walk(stmt))
+        if isinstance(node, _ast.FunctionDef | _ast.AsyncFunctionDef)
+        and not any(isinstance(inner, returns) for stmt in node.body for inner in _walk(stmt))
     )
+    if len(_STUBS) < 256:
+        _STUBS[prelude] = stubs
+    return stubs
 
 
 def run_test(test: str, link: Link, names: list[str], setup_code: str, prelude: str,
