@@ -228,10 +228,36 @@ def test_sshd_killed_salvage_fails_cleanly_pod_terminated_and_run_lost(fake, ssh
     assert extra["terminated"] is True
     assert json.loads((Path(row["job_dir"]) / "runpod.json").read_text())["state"] == "LOST"
     for child in (tmp_path / "remote").glob("*/.gputrain/child.pid"):  # the "pod" outlives its sshd: stop it
+        _stop_pod_processes(int(child.read_text()))
+
+
+def _stop_pod_processes(group: int, timeout: float = 30.0) -> None:
+    """What terminating a real pod does to its container: every process gone, before the teardown reads the
+    pod's folder. SIGTERM alone let the training checkpoint on its way out while the key scan walked the
+    folder (CI rehearsal: a checkpoint folder vanished under ``rglob``), so SIGKILL, and wait for the group."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _live_in_group(group):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the pod's processes (group {group}) outlived SIGKILL for {timeout:.0f} s")
+
+
+def _live_in_group(group: int) -> bool:
+    """Whether a process of ``group`` still runs (a zombie waiting for a reaper that may never come, when
+    PID 1 of a container does not reap, writes nothing and does not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            os.killpg(int(child.read_text()), signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone while we looked
+        if fields[0] != "Z" and int(fields[2]) == group:
+            return True
+    return False
 
 
 def test_error_pod_keeps_its_container_log_for_runpod_logs(fake, tmp_path):
