@@ -69,6 +69,13 @@ _SHELL_SIGNALS = {"killed": 9, "abort": 6, "aborted": 6, "segmentation fault": 1
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
+#: A glog/absl line at severity E or F (``E0101 12:00:00.000123  1234 file.cc:42] message``): how XLA, JAX,
+#: TensorFlow, gRPC and Abseil-based C++ report, often with no Python exception after it. An F line is fatal by
+#: definition (the process aborts after it); an E line counts only with an absl status code in it
+#: (``failed: RESOURCE_EXHAUSTED: Out of memory ...``): plain E lines are routine noise in these libraries.
+_GLOG_RE = re.compile(r"(?:^|[\]:\s])(?P<severity>[EF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]")
+_ABSL_STATUS_RE = re.compile(r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|ABORTED|"
+                             r"FAILED_PRECONDITION|DATA_LOSS|OUT_OF_RANGE|UNIMPLEMENTED|PERMISSION_DENIED): ")
 _HYDRA_FATAL = "Error executing job with overrides"
 #: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …"
 #: (libstdc++); libc++ (macOS, clang) says it in one line: "libc++abi: terminating due to uncaught exception of
@@ -236,7 +243,7 @@ def _scan(text: str) -> list[Fatal]:
                 if status:  # the echo still says how the child ended: that is the launcher's account
                     out.append(_launcher_exit(index, rank, int(status.group(1)), None, line))
                 continue
-        event = _event(index, rank, first, following)
+        event = _event(index, rank, first, following) or _glog_fatal(index, rank, raw[index], first)
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
@@ -401,6 +408,17 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         if match and match.group(1) != "0":
             return _launcher_exit(index, rank, int(match.group(1)), None, line)
     return None
+
+
+def _glog_fatal(index: int, rank: int | None, raw: str, message: str) -> Fatal | None:
+    """A C++ library's own fatal line (:data:`_GLOG_RE`, read on the ``raw`` line: ``normalize`` takes the
+    severity off with the prefix): an F line, or an E line whose ``message`` carries an absl status."""
+    if len(raw) - len(message) < 28:  # no glog prefix was taken off (it is 30+ characters): most lines
+        return None
+    match = _GLOG_RE.search(raw[:120])
+    if not match or (match.group("severity") == "E" and not _ABSL_STATUS_RE.search(message)):
+        return None
+    return Fatal(_kind_of("", message), message[:300], index, rank, message=message, evidence=raw[:500])
 
 
 def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:

@@ -486,3 +486,32 @@ def test_a_schedulers_or_trainers_own_words_about_the_end(text: str, state: str,
     log.write_text(text)
     summary = summarize(log, write=False)
     assert summary["state"] == state and summary["cause"] == kind  # an end the log shows has its cause too
+
+
+@pytest.mark.parametrize(("text", "state", "kind", "words"), [
+    # JAX/XLA on a GPU: the runtime's glog line is all there is (no Python traceback after it)
+    ("E0101 12:00:00.000123 1234 pjrt_stream_executor_client.cc:2985] Execution of replica 0 failed: "
+     "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.\n", "FAILED", "device_oom",
+     "RESOURCE_EXHAUSTED"),
+    # a fatal (F) line: glog aborts the process after it, whatever it says
+    ("[rank0]: F0101 12:00:00.000123 1234 collective_ops.cc:88] Check failed: num_devices == 8 (4 vs. 8)\n",
+     "FAILED", "exception", "Check failed: num_devices == 8"),
+])
+def test_a_cxx_librarys_fatal_glog_line_ends_the_job(text: str, state: str, kind: str, words: str,
+                                                      tmp_path: Path) -> None:
+    from gputrain.logs.verdict import choose
+
+    root = choose(scan(text))
+    assert root is not None and root.kind == kind and words in root.headline
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    summary = summarize(log, write=False)
+    assert summary["state"] == state and summary["cause"] == kind
+
+
+def test_routine_glog_error_lines_are_not_a_failure() -> None:
+    """TensorFlow/XLA print E lines at every start (factory registration, NUMA): no status code, no event."""
+    text = ("E0000 00:00:1712345678.123456 4242 cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to "
+            "register factory for plugin cuDNN when one has already been registered\n"
+            "E0101 12:00:00.000123 1234 numa.cc:10] could not open file to read NUMA node\n")
+    assert scan(text) == []
