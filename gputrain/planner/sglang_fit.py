@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 
-from gputrain.errors import PlanError
 from gputrain.planner import physics
+from gputrain.planner.vllm_fit import refuse_share
 from gputrain.planner.workload import Hardware
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.schema import Recipe
@@ -143,11 +143,9 @@ def check_share(recipe: Recipe, hw: Hardware, share: float) -> None:
     one = tokens * kv_cell_bytes(recipe, hw)
     if pool >= one:
         return
-    least = least_share(recipe, hw)
-    fix = (f"use --set memory.sglang_mem_fraction_static={least:g} or more" if least <= 0.95
-           else "use a larger GPU, algorithm.vllm_tensor_parallel_size (SGLang's tp_size), or another engine")
-    raise PlanError(
-        f"memory.sglang_mem_fraction_static={share:g} gives SGLang's weights and KV pool "
-        f"{share * hw.gpu.memory_gib:.1f} GiB of {hw.gpu.name}'s {hw.gpu.memory_gib:g} GiB: weights "
-        f"{weights_bytes(recipe, hw) / physics.GIB:.1f} GiB leave {pool / physics.GIB:.2f} GiB of KV pool, below one "
-        f"{tokens}-token sequence's {one / physics.GIB:.2f} GiB; {fix}")
+    refuse_share("memory.sglang_mem_fraction_static", share, least_share(recipe, hw),
+                 "use a larger GPU, algorithm.vllm_tensor_parallel_size (SGLang's tp_size), or another engine",
+                 f"gives SGLang's weights and KV pool {share * hw.gpu.memory_gib:.1f} GiB of {hw.gpu.name}'s "
+                 f"{hw.gpu.memory_gib:g} GiB: weights {weights_bytes(recipe, hw) / physics.GIB:.1f} GiB leave "
+                 f"{pool / physics.GIB:.2f} GiB of KV pool, below one {tokens}-token sequence's "
+                 f"{one / physics.GIB:.2f} GiB")

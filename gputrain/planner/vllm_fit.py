@@ -12,6 +12,7 @@ makes the rollout run in waves, and a plan whose waves explode is refused too (`
 from __future__ import annotations
 
 import math
+from typing import NoReturn
 
 from gputrain.errors import PlanError
 from gputrain.planner import physics
@@ -64,11 +65,15 @@ def check_share(recipe: Recipe, hw: Hardware, share: float) -> None:
         return
     algo = recipe.algorithm
     assert isinstance(algo, GRPOAlgorithm)
-    least = minimum_share(recipe, hw)
-    fix = (f"use --set memory.vllm_gpu_memory_utilization={least:g} or more" if least <= 0.95
-           else "use a larger GPU, algorithm.vllm_tensor_parallel_size, or algorithm.rollout_engine=hf")
-    raise PlanError(
-        f"memory.vllm_gpu_memory_utilization={share:g} gives vLLM {have:.1f} GiB of {hw.gpu.name}'s "
-        f"{hw.gpu.memory_gib:g} GiB, below what it needs: weights {weights:.1f} + runtime {runtime:g} + the KV "
-        f"cache of one {algo.max_prompt_length + algo.max_completion_length}-token "
-        f"sequence {kv:.2f} = {total:.1f} GiB; {fix}")
+    refuse_share("memory.vllm_gpu_memory_utilization", share, minimum_share(recipe, hw),
+                 "use a larger GPU, algorithm.vllm_tensor_parallel_size, or algorithm.rollout_engine=hf",
+                 f"gives vLLM {have:.1f} GiB of {hw.gpu.name}'s {hw.gpu.memory_gib:g} GiB, below what it needs: "
+                 f"weights {weights:.1f} + runtime {runtime:g} + the KV cache of one "
+                 f"{algo.max_prompt_length + algo.max_completion_length}-token sequence {kv:.2f} = {total:.1f} GiB")
+
+
+def refuse_share(knob: str, share: float, least: float, otherwise: str, why: str) -> NoReturn:
+    """The one-line refusal of an engine's memory share (vLLM's, SGLang's): what ``share`` gives and why it is
+    too little, then the least share that works, or ``otherwise`` when even 0.95 would not."""
+    fix = f"use --set {knob}={least:g} or more" if least <= 0.95 else otherwise
+    raise PlanError(f"{knob}={share:g} {why}; {fix}")

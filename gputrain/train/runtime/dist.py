@@ -94,20 +94,20 @@ def barrier() -> None:
 
 def max_int(value: int, device: torch.device) -> int:
     """The largest of the ranks' values, on every rank (a MAX all-reduce)."""
-    if not is_dist():
-        return value
-    t = torch.tensor([value], dtype=torch.int64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t.item())
+    return int(_max(value, torch.int64, device))
 
 
 def max_float(value: float, device: torch.device) -> float:
     """:func:`max_int` for a float (a step waits for its slowest rank: compile seconds, peaks)."""
+    return float(_max(value, torch.float64, device))
+
+
+def _max(value: float, dtype: torch.dtype, device: torch.device) -> float:
     if not is_dist():
         return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
+    t = torch.tensor([value], dtype=dtype, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
+    return t.item()
 
 
 def all_reduce_mean(values: dict[str, float], device: torch.device) -> dict[str, float]:
