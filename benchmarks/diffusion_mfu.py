@@ -4,6 +4,7 @@
     python benchmarks/diffusion_mfu.py --batch 32 --attention sdpa --compile-mode off   # SDPA eager
     python benchmarks/diffusion_mfu.py --batch 32 --attention auto --ce chunked --profile 3
     python benchmarks/diffusion_mfu.py --batch 32 --vocab-multiple 1 --head-rows exact   # the head before #27
+    python benchmarks/diffusion_mfu.py --batch 32 --ce compiled --shared-modulation     # #27's speed levers
 
 ``--attention auto`` / ``--compile-mode auto`` ask the one kernel resolver (``gputrain.contract.kernels``) with
 this node's facts, as the trainer does. MFU counts the 2n = 2048 processed tokens of ``x_t ⊕ x_0``
@@ -69,8 +70,12 @@ def main() -> int:
     ap.add_argument("--attention", choices=["auto", "sdpa", "flex"], default="auto")
     ap.add_argument("--compile-mode", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--compile", action="store_true", help="same as --compile-mode on")
-    ap.add_argument("--ce", choices=["torch", "chunked"], default="torch", help="cross-entropy: full logits or "
-                    "head + loss chunk by chunk")
+    ap.add_argument("--ce", choices=["torch", "chunked", "compiled"], default="torch", help="cross-entropy: full "
+                    "logits eagerly, head + loss chunk by chunk, or head + loss as one compiled function")
+    ap.add_argument("--shared-modulation", action="store_true", help="adaLN modulation once per sequence, "
+                    "broadcast (no per-token gather/scatter; same values without t input)")
+    ap.add_argument("--inductor-mode", choices=["default", "max-autotune-no-cudagraphs"], default="default",
+                    help="torch.compile mode of the blocks (max-autotune: GEMM and FlexAttention tiles tuned)")
     ap.add_argument("--vocab-multiple", type=int, default=VOCAB_MULTIPLE, help="head/embedding width rounded up to "
                     "this (1: unpadded, 50,258 columns)")
     ap.add_argument("--head-rows", choices=["bucketed", "exact"], default="bucketed", help="masked rows reach the "
@@ -94,10 +99,11 @@ def main() -> int:
                                    precision="bf16" if dev.type == "cuda" else "fp32", mask="block"), dev)
     cfg = DiTConfig(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers,
                     num_heads=args.heads, gradient_checkpointing=args.checkpointing, dropout=args.dropout,
-                    time_conditioning=args.time_conditioning, vocab_multiple=args.vocab_multiple)
+                    time_conditioning=args.time_conditioning, vocab_multiple=args.vocab_multiple,
+                    shared_modulation=args.shared_modulation)
     model = DiT(cfg).to(dev)
-    if kernels.compile:
-        model.compile_blocks()  # as the trainer does
+    if kernels.compile:  # as the trainer does
+        model.compile_blocks(None if args.inductor_mode == "default" else args.inductor_mode)
     net: torch.nn.Module = model
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999), fused=dev.type == "cuda")
     layout, sched = Layout.bd3(args.seq_len, args.block_size), LogLinearSchedule()
@@ -111,6 +117,7 @@ def main() -> int:
         with amp:
             loss = nelbo_per_token(net, x0, t, layout, sched, args.vocab - 1, inputs, attn_mask=flex,
                                    chunked_ce=args.ce == "chunked",
+                                   compiled_ce=args.ce == "compiled" and kernels.compile,
                                    row_buckets=BUCKETS if args.head_rows == "bucketed" else None).mean()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -143,7 +150,8 @@ def main() -> int:
     out: dict[str, Any] = {
         "device": name, "torch": torch.__version__, "batch": args.batch, "seq_len": n,
         "block_size": args.block_size, "attention": kernels.attention, "compile": kernels.compile,
-        "ce": args.ce, "head_vocab": cfg.padded_vocab, "head_rows": args.head_rows,
+        "ce": args.ce, "shared_modulation": cfg.shares_modulation, "inductor_mode": args.inductor_mode,
+        "head_vocab": cfg.padded_vocab, "head_rows": args.head_rows,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), "resolved": kernels.reason, "checkpointing": args.checkpointing, "step_s": round(dt, 4),
         "first_step_s": round(first_step_s, 2), "data_tokens_per_s": round(seq_s * n),
         "processed_tokens_per_s": round(seq_s * 2 * n), "tflops_per_s": round(flops * seq_s / 1e12, 1),

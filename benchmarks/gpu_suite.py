@@ -17,7 +17,10 @@ run_grpo_packed (the same with ``algorithm.sequence_packing=true``: the trainer'
 numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE), then #27 one change at a time:
 bench_no_expandable (padded head + bucketed rows, allocator defaults: reserved vs bench_default) and
 bench_padded (padded head only: GEMM kernels vs bench_pre27), rl_logprob_flex (packed log-prob and update
-passes through FlexAttention with a document mask, fp32 gradients vs padded). ``env`` always runs first.
+passes through FlexAttention with a document mask, fp32 gradients vs padded), then #27's speed levers:
+bench_fast (the loss as one compiled function + the adaLN modulation shared; top kernels), bench_shared_mod and
+bench_compiled_ce (each alone), bench_autotune (bench_fast, blocks compiled with max-autotune-no-cudagraphs).
+``env`` always runs first.
 
 Every step runs in its own process group with its own cap (``--budget`` is for all steps together; a step never
 gets more than its cap nor more than what is left), so a slow step cannot eat the rest. Output under ``--out``:
@@ -358,6 +361,30 @@ def step_bench_chunked_ce(s: Suite) -> None:
     _bench(s, "default_chunked_ce", ["--attention", "auto", "--compile-mode", "auto", "--ce", "chunked"], [], 120)
 
 
+#: issue #27's speed levers (same values and gradients: tests/unit/test_diffusion_fast_paths.py), on the default path
+FAST = ["--attention", "auto", "--compile-mode", "auto", "--ce", "compiled", "--shared-modulation"]
+
+
+def step_bench_fast(s: Suite) -> None:
+    """Both levers: the head + loss as one compiled function, the adaLN modulation shared (top kernels)."""
+    _bench(s, "fast", FAST, [], 150, profile=3)
+
+
+def step_bench_shared_mod(s: Suite) -> None:
+    """The modulation shared only (bench_fast minus this = the compiled loss's share)."""
+    _bench(s, "shared_mod", [*FAST[:4], "--shared-modulation"], [], 120)
+
+
+def step_bench_compiled_ce(s: Suite) -> None:
+    """The compiled loss only."""
+    _bench(s, "compiled_ce", FAST[:6], [], 120)
+
+
+def step_bench_autotune(s: Suite) -> None:
+    """bench_fast with the blocks compiled in ``max-autotune-no-cudagraphs`` (first_step_s = the compile cost)."""
+    _bench(s, "autotune", [*FAST, "--inductor-mode", "max-autotune-no-cudagraphs"], [], 240)
+
+
 # the short real runs: generated data, no clip search, no samples, few steps (each logged interval is a step time)
 BD3_RUN = ["data.source=generated", "data.format=generated", "data.train_size=4096", "data.val_size=64",
            "algorithm.tokenizer=gpt2", "algorithm.eval_batches=1", "algorithm.clip_search=false",
@@ -556,6 +583,10 @@ STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("numerics", step_numerics, 20),
     ("bench_no_expandable", step_bench_no_expandable, 50),
     ("bench_padded", step_bench_padded, 50),
+    ("bench_fast", step_bench_fast, 60),
+    ("bench_shared_mod", step_bench_shared_mod, 50),
+    ("bench_compiled_ce", step_bench_compiled_ce, 50),
+    ("bench_autotune", step_bench_autotune, 120),
     ("rl_logprob_flex", step_rl_logprob_flex, 40),
 ]
 

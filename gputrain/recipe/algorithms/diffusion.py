@@ -57,6 +57,19 @@ class DiffusionAlgorithm(BaseModel):
         default=0.9999, ge=0, lt=1,
         description="EMA decay of the weights used to evaluate and sample (0: none); ramps as (1+n)/(10+n)",
     )
+    # Speed (#27): same values and gradients as the defaults (tests/unit/test_diffusion_fast_paths.py)
+    shared_modulation: bool = Field(
+        default=False, description="without time_conditioning, compute adaLN's shift/scale/gate once per "
+        "sequence and broadcast them (no per-token gather, no scatter-add in backward)"
+    )
+    loss_kernel: Literal["torch", "chunked", "compiled"] = Field(
+        default="torch", description="the output head and the loss: eager full logits (torch), chunk by chunk "
+        "without the logits tensor (chunked), or one torch.compile'd function where the blocks are compiled"
+    )
+    compile_mode: Literal["default", "max-autotune-no-cudagraphs"] = Field(
+        default="default", description="torch.compile mode of the blocks (max-autotune: tuned GEMM and "
+        "FlexAttention tiles, a longer compile)"
+    )
     tokenizer: Literal["auto", "gpt2", "bytes"] = Field(
         default="auto", description="auto: GPT-2 if on disk (never downloaded), else bytes"
     )

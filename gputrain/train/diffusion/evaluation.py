@@ -38,6 +38,7 @@ class Scorer:
     count_padding: bool = False
     attn_mask: object = None
     autocast: Callable[[], AbstractContextManager[Any]] | None = None
+    loss_kernel: str = "torch"  # "chunked" / "compiled": objective.nelbo_per_token's chunked_ce / compiled_ce
 
     def terms(self, net: nn.Module, x0: torch.Tensor, lo: float, hi: float,
               generator: torch.Generator | None = None, resample: bool = False
@@ -47,7 +48,9 @@ class Scorer:
         with self.autocast() if self.autocast is not None else nullcontext():
             per_tok = nelbo_per_token(net, x0, t, self.layout, self.schedule, self.mask_id, self.inputs,
                                       attn_mask=self.attn_mask, generator=generator,
-                                      window=(lo, hi) if resample else None)
+                                      window=(lo, hi) if resample else None,
+                                      chunked_ce=self.loss_kernel == "chunked",
+                                      compiled_ce=self.loss_kernel == "compiled")
         real = self.real(x0)
         return per_tok, real
 

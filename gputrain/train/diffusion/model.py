@@ -48,6 +48,13 @@ class DiTConfig:
     dropout: float = 0.0
     time_conditioning: bool = False
     vocab_multiple: int = VOCAB_MULTIPLE  # embedding and head built this wide; 1 = unpadded (before #27)
+    #: without ``time_conditioning`` every token's adaLN input is the same vector: compute the modulation once
+    #: per sequence and broadcast it instead of gathering it per token (same values; #27)
+    shared_modulation: bool = False
+
+    @property
+    def shares_modulation(self) -> bool:
+        return self.shared_modulation and not self.time_conditioning
 
     @property
     def padded_vocab(self) -> int:
@@ -129,9 +136,10 @@ class DiTBlock(nn.Module):
         self.ada = nn.Linear(cfg.cond_dim, 6 * d)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor, cond_idx: torch.Tensor, cos: torch.Tensor,
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, cond_idx: torch.Tensor | None, cos: torch.Tensor,
                 sin: torch.Tensor, mask: object, past: KV | None) -> tuple[torch.Tensor, KV]:
-        mod = self.ada(cond)[:, cond_idx]  # (B, S, 6D)
+        """``cond_idx`` None: ``cond`` is one slot ``(B, 1, C)`` shared by every token (broadcast)."""
+        mod = self.ada(cond) if cond_idx is None else self.ada(cond)[:, cond_idx]  # (B, S or 1, 6D)
         sh1, sc1, g1, sh2, sc2, g2 = mod.chunk(6, dim=-1)
         b, s, d = x.shape
         q, k, v = self.qkv(modulate(self.norm1(x), sh1, sc1)).view(b, s, 3, self.heads, d // self.heads) \
@@ -181,12 +189,13 @@ class DiT(nn.Module):
             if key in state and state[key].shape[0] == self.cfg.vocab_size < self.cfg.padded_vocab:
                 state[key] = pad_rows(state[key], self.cfg.padded_vocab)
 
-    def compile_blocks(self) -> None:
+    def compile_blocks(self, mode: str | None = None) -> None:
         """``torch.compile`` each transformer block in place (regional compilation, as torchtitan does): the
         twelve identical blocks share one compiled graph, so compiling costs one block's trace instead of the
-        whole unrolled model's, and the data-dependent head rows stay outside any graph."""
+        whole unrolled model's, and the data-dependent head rows stay outside any graph. ``mode``: Inductor's
+        (``max-autotune-no-cudagraphs`` autotunes the GEMMs and FlexAttention's tiles: longer compile)."""
         for block in self.blocks:
-            block.compile(dynamic=False)
+            block.compile(dynamic=False, mode=mode)
 
     @staticmethod
     def _init(m: nn.Module) -> None:
@@ -216,18 +225,23 @@ class DiT(nn.Module):
         if not self.cfg.time_conditioning:
             t_cond = torch.zeros_like(t_cond)
         cond = F.silu(self.time(t_cond))
+        block_idx: torch.Tensor | None = cond_idx
+        if self.cfg.shares_modulation:  # t is 0 everywhere: every slot holds the same vector
+            cond, block_idx = cond[:, :1], None
         cos, sin = rotary_tables(positions, self.cfg.hidden_size // self.cfg.num_heads, self.cfg.rope_base)
         kvs: list[KV] = []
         for i, block in enumerate(self.blocks):
             layer_past = past[i] if past is not None else None
             if self.cfg.gradient_checkpointing and self.training:
-                x, kv = checkpoint(block, x, cond, cond_idx, cos, sin, mask, layer_past, use_reentrant=False)
+                x, kv = checkpoint(block, x, cond, block_idx, cos, sin, mask, layer_past, use_reentrant=False)
             else:
-                x, kv = block(x, cond, cond_idx, cos, sin, mask, layer_past)
+                x, kv = block(x, cond, block_idx, cos, sin, mask, layer_past)
             kvs.append(kv)
         if head_len is not None:
             x, cond_idx = x[:, :head_len], cond_idx[:head_len]
-        shift, scale = self.final_ada(cond)[:, cond_idx].chunk(2, dim=-1)
+        final = self.final_ada(cond)
+        final = final[:, cond_idx] if block_idx is not None else final.expand(-1, x.shape[1], -1)
+        shift, scale = final.chunk(2, dim=-1)
         if head_rows is not None and head_rows.dtype == torch.bool:
             x, shift, scale = x[head_rows], shift[head_rows], scale[head_rows]
         elif head_rows is not None:  # flat row indices of a fixed (bucketed) length: head_rows.py

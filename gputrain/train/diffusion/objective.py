@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gputrain.train.diffusion.chunked_ce import chunked_cross_entropy
+from gputrain.train.diffusion.compiled_ce import head_cross_entropy
 from gputrain.train.diffusion.head_rows import BUCKETS, bucketed_rows
 from gputrain.train.diffusion.masks import bd3_block_ids, block_diffusion_mask
 from gputrain.train.diffusion.schedule import MIN_T, LogLinearSchedule, sample_block_times
@@ -149,7 +150,7 @@ def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout:
                     schedule: LogLinearSchedule, mask_id: int, inputs: dict[str, torch.Tensor],
                     attn_mask: object = None, generator: torch.Generator | None = None,
                     window: tuple[float, float] | None = None, chunked_ce: bool = False,
-                    row_buckets: int | None = BUCKETS) -> torch.Tensor:
+                    row_buckets: int | None = BUCKETS, compiled_ce: bool = False) -> torch.Tensor:
     """Weighted NELBO term of each noised position, shape ``(B, m)``; zero where the token stayed clean.
 
     ``t`` is ``(B, K)``: one noise level per diffused block. ``attn_mask`` overrides ``inputs["mask"]``
@@ -158,6 +159,8 @@ def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout:
     head and the loss chunk by chunk (``chunked_ce.py``: same values, no full logits tensor).
     ``row_buckets``: the masked rows reach the head in fixed-size buckets (``head_rows.py``: same values,
     a few shapes for the allocator and the compiler); None gathers exactly the masked rows (before #27).
+    ``compiled_ce``: the head and the loss as one ``torch.compile``d function on a GPU (``compiled_ce.py``: same
+    values, no eager fp32 ``rows × V`` passes).
     """
     device = x0.device
     slots = inputs["cond_idx"][: len(layout.noisy_pos)]
@@ -173,12 +176,13 @@ def nelbo_per_token(model: nn.Module, x0: torch.Tensor, t: torch.Tensor, layout:
         rows, count = bucketed_rows(masked, row_buckets)
         target = clean.reshape(-1).index_select(0, rows)  # padded rows: row 0's token, cut off below
     out_, _ = model(torch.cat([xt, x0], dim=1), inputs["positions"], t_cond, inputs["cond_idx"],
-                    mask=mask, head_len=clean.shape[1], head_rows=rows, return_hidden=chunked_ce)
-    if chunked_ce:
+                    mask=mask, head_len=clean.shape[1], head_rows=rows, return_hidden=chunked_ce or compiled_ce)
+    if chunked_ce or compiled_ce:
         inner = _unwrap(model)
         head, valid = inner.head, getattr(getattr(inner, "cfg", None), "vocab_size", None)  # head may be padded
         assert isinstance(head, nn.Linear)
-        nll = chunked_cross_entropy(out_, head, target, banned=mask_id, valid=valid)  # SUBS: [MASK] never wins
+        nll = chunked_cross_entropy(out_, head, target, banned=mask_id, valid=valid) if chunked_ce else \
+            head_cross_entropy(out_, head, target, mask_id, valid, compiled=True)  # SUBS: [MASK] never wins
     else:
         logits = out_.float()
         logits[:, mask_id] = float("-inf")  # SUBS: [MASK] is never the answer

@@ -101,7 +101,8 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
                     num_layers=required(recipe.model.num_layers, "model.num_layers"),
                     num_heads=required(recipe.model.num_heads, "model.num_heads"),
                     cond_dim=algo.cond_dim, gradient_checkpointing=train.gradient_checkpointing,
-                    dropout=algo.dropout, time_conditioning=algo.time_conditioning)
+                    dropout=algo.dropout, time_conditioning=algo.time_conditioning,
+                    shared_modulation=algo.shared_modulation)
     model = DiT(cfg).to(device)
     kernels = decide(KernelRequest(attention=ctx.requested_attention, compile=train.compile,  # type: ignore[arg-type]
                                    precision=ctx.plan.precision, mask="block"), device)
@@ -114,17 +115,20 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     ctx.print0(f"[runtime] kernels: {kernels.label()} ({kernels.reason})")
     ema = make_ema(model, algo.ema)
     if kernels.compile:
-        model.compile_blocks()  # after the EMA copy: evaluation runs the EMA weights eagerly
+        # after the EMA copy: evaluation runs the EMA weights eagerly
+        model.compile_blocks(None if algo.compile_mode == "default" else algo.compile_mode)
     ddp = ctx.wrap_ddp(model)
     ctx.seed_per_rank()
     scorer = Scorer(layout, schedule, tok.mask_id, tok.eos_id, inputs, algo.antithetic, algo.loss_on_padding,
-                    flex, ctx.autocast)
+                    flex, ctx.autocast, loss_kernel=algo.loss_kernel if algo.loss_kernel != "compiled" or
+                    kernels.compile else "torch")  # the compiled loss only where the blocks compile
 
     batch, accum, world = train.batch_size, train.grad_accum, ctx.world_size
     per_epoch = max(1, len(train_x) // (batch * world * accum))
     total = train.max_steps or per_epoch * (train.epochs or 1)  # the schema requires one of the two
     opt = torch.optim.AdamW(model.parameters(), lr=train.learning_rate, betas=algo.adam_betas,
-                            eps=algo.adam_eps, weight_decay=train.weight_decay)
+                            eps=algo.adam_eps, weight_decay=train.weight_decay,
+                            fused=device.type == "cuda")  # one kernel per step, as benchmarks/diffusion_mfu.py (#27)
     opt.register_load_state_dict_post_hook(pad_vocab_moments)  # a checkpoint from before the padding (#27)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(train.lr_schedule, train.warmup_steps, total))
     pos: dict[str, Any] = {"epoch": 0, "batch": 0}
