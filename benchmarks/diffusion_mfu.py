@@ -29,10 +29,11 @@ import torch
 
 from gputrain.contract.kernels import KernelRequest
 from gputrain.contract.vocab import VOCAB_MULTIPLE
+from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.train.diffusion.head_rows import BUCKETS
 from gputrain.train.diffusion.masks import flex_block_mask
 from gputrain.train.diffusion.mfu import flops_per_sequence, mfu
-from gputrain.train.diffusion.model import DiT, DiTConfig
+from gputrain.train.diffusion.model import COMPILE_MODES, DiT, DiTConfig
 from gputrain.train.diffusion.objective import Layout, draw_times, nelbo_per_token
 from gputrain.train.diffusion.schedule import LogLinearSchedule
 from gputrain.train.runtime.kernels import decide
@@ -70,12 +71,14 @@ def main() -> int:
     ap.add_argument("--attention", choices=["auto", "sdpa", "flex"], default="auto")
     ap.add_argument("--compile-mode", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--compile", action="store_true", help="same as --compile-mode on")
-    ap.add_argument("--ce", choices=["torch", "chunked", "compiled"], default="torch", help="cross-entropy: full "
-                    "logits eagerly, head + loss chunk by chunk, or head + loss as one compiled function")
-    ap.add_argument("--shared-modulation", action="store_true", help="adaLN modulation once per sequence, "
-                    "broadcast (no per-token gather/scatter; same values without t input)")
-    ap.add_argument("--inductor-mode", choices=["default", "max-autotune-no-cudagraphs"], default="default",
-                    help="torch.compile mode of the blocks (max-autotune: GEMM and FlexAttention tiles tuned)")
+    shipped = DiffusionAlgorithm()  # the recipe's defaults: a flipped default moves the benchmark's too
+    ap.add_argument("--ce", choices=["torch", "chunked", "compiled"], default=shipped.loss_kernel,
+                    help="cross-entropy: full logits eagerly, head + loss chunk by chunk, or head + loss as one "
+                    "compiled function (algorithm.loss_kernel)")
+    ap.add_argument("--shared-modulation", action=argparse.BooleanOptionalAction, default=shipped.shared_modulation,
+                    help="adaLN modulation once per sequence, broadcast (algorithm.shared_modulation)")
+    ap.add_argument("--inductor-mode", choices=list(COMPILE_MODES), default=shipped.compile_mode,
+                    help="torch.compile mode of the blocks (algorithm.compile_mode; model.COMPILE_MODES)")
     ap.add_argument("--vocab-multiple", type=int, default=VOCAB_MULTIPLE, help="head/embedding width rounded up to "
                     "this (1: unpadded, 50,258 columns)")
     ap.add_argument("--head-rows", choices=["bucketed", "exact"], default="bucketed", help="masked rows reach the "
@@ -103,7 +106,7 @@ def main() -> int:
                     shared_modulation=args.shared_modulation)
     model = DiT(cfg).to(dev)
     if kernels.compile:  # as the trainer does
-        model.compile_blocks(None if args.inductor_mode == "default" else args.inductor_mode)
+        model.compile_blocks(args.inductor_mode)
     net: torch.nn.Module = model
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999), fused=dev.type == "cuda")
     layout, sched = Layout.bd3(args.seq_len, args.block_size), LogLinearSchedule()

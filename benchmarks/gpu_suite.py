@@ -19,7 +19,7 @@ bench_no_expandable (padded head + bucketed rows, allocator defaults: reserved v
 bench_padded (padded head only: GEMM kernels vs bench_pre27), rl_logprob_flex (packed log-prob and update
 passes through FlexAttention with a document mask, fp32 gradients vs padded), then #27's speed levers:
 bench_fast (the loss as one compiled function + the adaLN modulation shared; top kernels), bench_shared_mod and
-bench_compiled_ce (each alone), bench_autotune (bench_fast, blocks compiled with max-autotune-no-cudagraphs).
+bench_compiled_ce (each alone), bench_autotune (bench_fast with FlexAttention's tile sizes autotuned).
 ``env`` always runs first.
 
 Every step runs in its own process group with its own cap (``--budget`` is for all steps together; a step never
@@ -339,7 +339,8 @@ def step_bench_default(s: Suite) -> None:
 
 
 #: issue #27, one change at a time from the path measured before it (34.6 % MFU on the H200, 32.0 % H100)
-PRE27 = ["--attention", "auto", "--compile-mode", "auto", "--vocab-multiple", "1", "--head-rows", "exact"]
+PRE27 = ["--attention", "auto", "--compile-mode", "auto", "--ce", "torch", "--no-shared-modulation",
+         "--inductor-mode", "default", "--vocab-multiple", "1", "--head-rows", "exact"]
 
 
 def step_bench_pre27(s: Suite) -> None:
@@ -362,7 +363,8 @@ def step_bench_chunked_ce(s: Suite) -> None:
 
 
 #: issue #27's speed levers (same values and gradients: tests/unit/test_diffusion_fast_paths.py), on the default path
-FAST = ["--attention", "auto", "--compile-mode", "auto", "--ce", "compiled", "--shared-modulation"]
+FAST = ["--attention", "auto", "--compile-mode", "auto", "--ce", "compiled", "--shared-modulation",
+        "--inductor-mode", "default"]
 
 
 def step_bench_fast(s: Suite) -> None:
@@ -372,17 +374,17 @@ def step_bench_fast(s: Suite) -> None:
 
 def step_bench_shared_mod(s: Suite) -> None:
     """The modulation shared only (bench_fast minus this = the compiled loss's share)."""
-    _bench(s, "shared_mod", [*FAST[:4], "--shared-modulation"], [], 120)
+    _bench(s, "shared_mod", [*FAST[:4], "--ce", "torch", "--shared-modulation"], [], 120)
 
 
 def step_bench_compiled_ce(s: Suite) -> None:
     """The compiled loss only."""
-    _bench(s, "compiled_ce", FAST[:6], [], 120)
+    _bench(s, "compiled_ce", [*FAST[:6], "--no-shared-modulation"], [], 120)
 
 
 def step_bench_autotune(s: Suite) -> None:
-    """bench_fast with the blocks compiled in ``max-autotune-no-cudagraphs`` (first_step_s = the compile cost)."""
-    _bench(s, "autotune", [*FAST, "--inductor-mode", "max-autotune-no-cudagraphs"], [], 240)
+    """bench_fast with FlexAttention's tiles autotuned (``autotune-attention``; first_step_s = the compile cost)."""
+    _bench(s, "autotune", [*FAST[:-1], "autotune-attention"], [], 180)
 
 
 # the short real runs: generated data, no clip search, no samples, few steps (each logged interval is a step time)
@@ -586,7 +588,7 @@ STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("bench_fast", step_bench_fast, 60),
     ("bench_shared_mod", step_bench_shared_mod, 50),
     ("bench_compiled_ce", step_bench_compiled_ce, 50),
-    ("bench_autotune", step_bench_autotune, 120),
+    ("bench_autotune", step_bench_autotune, 100),
     ("rl_logprob_flex", step_rl_logprob_flex, 40),
 ]
 

@@ -7,11 +7,14 @@ The padded head columns are rigged to win (bias +1e4) so that a leak into the lo
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 import torch
 
+from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.train.diffusion.compiled_ce import head_nll
-from gputrain.train.diffusion.model import DiT, DiTConfig
+from gputrain.train.diffusion.model import COMPILE_MODES, DiT, DiTConfig
 from gputrain.train.diffusion.objective import Layout, draw_times, nelbo_per_token
 from gputrain.train.diffusion.sampler import sample
 from gputrain.train.diffusion.schedule import LogLinearSchedule
@@ -96,3 +99,14 @@ def test_shared_modulation_samples_the_same_tokens() -> None:
     outs = [sample(m.eval(), layout, LogLinearSchedule(), MASK, 3, None, torch.device("cpu"),
                    generator=torch.Generator().manual_seed(1)) for m in (base, shared)]
     assert torch.equal(outs[0], outs[1])
+
+
+def test_every_compile_mode_of_the_recipe_has_inductor_settings_that_exist() -> None:
+    """A misspelt Inductor option would fail only on a GPU, at the first compiled step."""
+    import torch._inductor.config as inductor
+
+    assert set(get_args(DiffusionAlgorithm.model_fields["compile_mode"].annotation)) == set(COMPILE_MODES)
+    for kw in COMPILE_MODES.values():
+        assert set(kw) <= {"mode", "options"}
+        assert all(hasattr(inductor, name) for name in kw.get("options", {}))
+        torch.compile(torch.nn.Identity(), dynamic=False, **kw)  # checks mode and options; compiles nothing yet

@@ -66,9 +66,10 @@ class DiffusionAlgorithm(BaseModel):
         default="torch", description="the output head and the loss: eager full logits (torch), chunk by chunk "
         "without the logits tensor (chunked), or one torch.compile'd function where the blocks are compiled"
     )
-    compile_mode: Literal["default", "max-autotune-no-cudagraphs"] = Field(
-        default="default", description="torch.compile mode of the blocks (max-autotune: tuned GEMM and "
-        "FlexAttention tiles, a longer compile)"
+    compile_mode: Literal["default", "autotune-attention", "max-autotune-no-cudagraphs"] = Field(
+        default="default", description="torch.compile mode of the blocks: autotune-attention benchmarks "
+        "FlexAttention's tile sizes (GEMMs stay cuBLAS), max-autotune-no-cudagraphs also the GEMMs and "
+        "pointwise kernels; both compile longer"
     )
     tokenizer: Literal["auto", "gpt2", "bytes"] = Field(
         default="auto", description="auto: GPT-2 if on disk (never downloaded), else bytes"

@@ -105,6 +105,16 @@ class TimeEmbedding(nn.Module):
         return self.fc2(F.silu(self.fc1(feats)))
 
 
+#: ``torch.compile`` arguments of each block per ``algorithm.compile_mode``. ``autotune-attention`` benchmarks
+#: FlexAttention's forward and backward tile configurations (6 + 28 Triton kernels) and leaves the GEMMs on
+#: cuBLAS (Inductor's Triton GEMM templates rarely beat the sm90 kernels and cost most of max-autotune's
+#: compile); ``max-autotune-no-cudagraphs`` tunes both and the pointwise kernels' launch parameters.
+COMPILE_MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "autotune-attention": {"options": {"max_autotune": True, "max_autotune_gemm_backends": "ATEN"}},
+    "max-autotune-no-cudagraphs": {"mode": "max-autotune-no-cudagraphs"},
+}
+
 _FLEX: Any = None
 
 
@@ -189,13 +199,14 @@ class DiT(nn.Module):
             if key in state and state[key].shape[0] == self.cfg.vocab_size < self.cfg.padded_vocab:
                 state[key] = pad_rows(state[key], self.cfg.padded_vocab)
 
-    def compile_blocks(self, mode: str | None = None) -> None:
+    def compile_blocks(self, mode: str = "default") -> None:
         """``torch.compile`` each transformer block in place (regional compilation, as torchtitan does): the
         twelve identical blocks share one compiled graph, so compiling costs one block's trace instead of the
-        whole unrolled model's, and the data-dependent head rows stay outside any graph. ``mode``: Inductor's
-        (``max-autotune-no-cudagraphs`` autotunes the GEMMs and FlexAttention's tiles: longer compile)."""
+        whole unrolled model's, and the data-dependent head rows stay outside any graph. ``mode``: one of
+        :data:`COMPILE_MODES` (autotuning compiles longer; the compile phase is timed on its own)."""
+        kw = COMPILE_MODES[mode]
         for block in self.blocks:
-            block.compile(dynamic=False, mode=mode)
+            block.compile(dynamic=False, **kw)
 
     @staticmethod
     def _init(m: nn.Module) -> None:

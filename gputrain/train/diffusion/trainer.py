@@ -116,7 +116,7 @@ def run(ctx: RunContext, task_for: Callable[[DiffusionAlgorithm, ModelSpec], Tas
     ema = make_ema(model, algo.ema)
     if kernels.compile:
         # after the EMA copy: evaluation runs the EMA weights eagerly
-        model.compile_blocks(None if algo.compile_mode == "default" else algo.compile_mode)
+        model.compile_blocks(algo.compile_mode)
     ddp = ctx.wrap_ddp(model)
     ctx.seed_per_rank()
     scorer = Scorer(layout, schedule, tok.mask_id, tok.eos_id, inputs, algo.antithetic, algo.loss_on_padding,
