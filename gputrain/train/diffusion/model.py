@@ -10,6 +10,8 @@ By default the network does not see t (kuleshov-group/bd3lms ``configs/algo/bd3l
 ``time_conditioning: False``; ``diffusion.py: _process_sigma`` zeroes sigma): every t is replaced by 0, so
 the modulation is one learned affine map shared by all tokens. A masked token already says it is masked,
 and a network trained on a clipped range [β, ω] cannot then misread a t outside it at evaluation.
+Every slot then holds the same vector, so ``shared_modulation`` computes it once per sequence and broadcasts
+it: the same values, without the per-token gather and its backward's scatter-add into a few slots (#27).
 Dropout (the reference's ``model.dropout: 0.1``) acts on the attention and MLP branches before the
 residual sum, as in the reference's ``bias_dropout_add_scale``.
 
