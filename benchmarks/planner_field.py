@@ -418,7 +418,12 @@ NOTES = """## Reading the table
   training figures (253 model TFLOP/s on H100, 840 on GB200) put its training *faster* than the planner's MoE
   term, so the gap is elsewhere (the vLLM TP 16 engines span two H100 nodes; refit of 470 GB of weights), and
   DeepScaleR on 8 H200 (0.50; the same 394-396 s on A100 and H200 says the step is bound by the host, vLLM
-  0.6.3's eager decode with per-token log-probs, which the planner prices at 138 s of rollout on both)."""
+  0.6.3's eager decode with per-token log-probs, which the planner prices at 138 s of rollout on both).
+  Read again for #28 and not planned (no step time with its inputs): TRL's docs and its co-location blog (plots),
+  OpenRLHF's and ROLL's docs (metric names only), SkyRL's Megatron table (phases, listed above), verl's
+  truncate-padding benchmark (listed above), AReaL's v0.1 blog (plots) and LlamaRL's paper (lengths unstated);
+  verl's fully-async H20 table planned with an assumed mean response came out 1.4-16.5x over, so it stays
+  unplanned."""
 
 
 def main() -> int:
