@@ -70,6 +70,11 @@ def _flat(items: Any) -> list[str]:
     return [str(items)]
 
 
+def known_misses() -> list[str]:
+    """The runs the planner is known to miss by more than 2x (each described in planner_field.md's notes)."""
+    return list(yaml.safe_load(DATA.read_text(encoding="utf-8")).get("known_misses") or [])
+
+
 def load() -> tuple[list[FieldRow], float]:
     raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
     rows = [FieldRow(id=r["id"], url=r["url"], quote=r["quote"], gpu=r["gpu"], gpus=int(r["gpus"]),
@@ -397,7 +402,28 @@ NOTES = """## Reading the table
   The published drop is those inputs' bf16 bytes (Qwen3-0.6B at 64K: 28 x 65,536 x 1,024 x 2 = 3.5 GiB
   against 19.6 -> 16.1; Qwen3-4B LoRA at 64K: 11.3 GiB against 42.0 -> 31.1). Planned 0.98, 1.17, 0.97, 0.93;
   planned as "Recompute" they were 1.20, 1.61, 1.11, 1.29. The copies' time is not priced (the published step
-  grows 2-3 %)."""
+  grows 2-3 %).
+- Ten rows added for #28 (2026-11-27; first-read ratios, before any planner change, in benchmarks/RESULTS.md):
+  DeepScaleR's 8K stage as a user timed it on 8 H200 and on 8 A100 (rllm issue 29: 396 s and 394 s, the
+  repository's script; the mean response from DeepScaleR's blog), a verl GRPO of Qwen3-4B on four 48 GB RTX
+  4090s with its logged lengths and phases (verl issue 7412; the catalog gains RTX-4090-48GB), NeMo RL v0.6's
+  8-step off-policy Qwen3-30B-A3B run on 192 H100 and its six Qwen3-235B-A22B runs (128/256 H100, 64/128 GB200).
+  Two mechanisms came from them: the old-policy log-prob pass as the framework runs it
+  (`algorithm.old_logprob_pass`: verl's trainer and NeMo RL's recompute it every step, AReaL uses the rollout's;
+  verl 7412's log-prob phases are now 143 s planned against 144 s logged), and asynchrony deeper than one step
+  (`algorithm.off_policy_steps` k > 1, which the schema refused: generation runs on, its engines decode up to k
+  batches at once, a batch's tail overlaps the next; the 8-step row went from 1.85 planned as one step to 0.71).
+  AReaL's row, set to skip the pass as realhf does, went from 0.44 to 0.39. Not priced, so misses: the 235B
+  runs on 128 GB200 (0.37) and the 256-H100 on-policy one (0.50); Megatron-Bridge's published Qwen3-235B-A22B
+  training figures (253 model TFLOP/s on H100, 840 on GB200) put its training *faster* than the planner's MoE
+  term, so the gap is elsewhere (the vLLM TP 16 engines span two H100 nodes; refit of 470 GB of weights), and
+  DeepScaleR on 8 H200 (0.50; the same 394-396 s on A100 and H200 says the step is bound by the host, vLLM
+  0.6.3's eager decode with per-token log-probs, which the planner prices at 138 s of rollout on both).
+  Read again for #28 and not planned (no step time with its inputs): TRL's docs and its co-location blog (plots),
+  OpenRLHF's and ROLL's docs (metric names only), SkyRL's Megatron table (phases, listed above), verl's
+  truncate-padding benchmark (listed above), AReaL's v0.1 blog (plots) and LlamaRL's paper (lengths unstated);
+  verl's fully-async H20 table planned with an assumed mean response came out 1.4-16.5x over, so it stays
+  unplanned."""
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ _ALGORITHM_COST_FIELDS = (
     "num_generations", "max_prompt_length", "max_completion_length", "train_batch_size", "ppo_mini_batch_size",
     "num_iterations", "beta", "rollout_engine", "vllm_sleep_mode", "block_size", "question_len", "plan_len",
     "exec_len", "num_colors", "min_nodes", "max_nodes", "random_features", "sequence_packing", "vllm_mode",
-    "rollout_gpus", "vllm_tensor_parallel_size", "off_policy_steps",
+    "rollout_gpus", "vllm_tensor_parallel_size", "off_policy_steps", "old_logprob_pass",
 )
 
 

@@ -223,12 +223,20 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
             f"{hf_decode_host_seconds(recipe, hw) * 1e3:.3g} ms of host time ({physics.HF_OPS_PER_LAYER} eager "
             f"operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks})")
     else:
-        waves, share, installed, cap, cap_knob = _engine_waves(recipe, hw, s, gen, servers)
+        waves, share, installed, cap, cap_knob, held = _engine_waves(recipe, hw, s, gen, servers)
         batch = gen / waves
         body = s.completion * _decode_step(recipe, hw, batch, s.prompt_tokens + s.completion / 2, s.engine, tp)
         tail = (s.completion_max - s.completion) * _decode_step(
             recipe, hw, max(1.0, batch * 0.1), s.prompt_tokens + s.completion_max, s.engine, tp)
         decode = waves * (body + tail)
+        depth = algo.off_policy_steps if servers else 0
+        if depth > 1:  # generation runs on, up to `depth` batches at once: a step's tokens at the steady rate
+            steady = min(gen * depth, held)
+            decode = gen * s.completion / steady * _decode_step(
+                recipe, hw, steady, s.prompt_tokens + s.completion / 2, s.engine, tp)
+            out.assumptions.append(
+                f"rollout: {depth} steps in flight: ~{steady:.0f} sequences decode at once per engine (its KV "
+                f"cache or cap permitting); no tail per step (it overlaps the next batches)")
         name = "SGLang" if s.engine == "sglang" else "vLLM"
         where = (f"a {name} server on {servers} dedicated GPU(s) (share {share:g})" if servers else
                  f"colocated {name} (share {share:g} of {hw.gpu.memory_gib:g} GiB)")
@@ -246,9 +254,10 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
 
 
 def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float,
-                  servers: int) -> tuple[int, float, str, int, str]:
+                  servers: int) -> tuple[int, float, str, int, str, float]:
     """(waves, the engine's share, what is assumed installed, the running-sequence cap that set the waves or 0,
-    that cap's knob) for vLLM or SGLang; refuses a share that holds no sequence and a rollout whose waves explode.
+    that cap's knob, the sequences the engine runs at once) for vLLM or SGLang; refuses a share that holds no
+    sequence and a rollout whose waves explode.
 
     Waves come from the KV cache, or from the engine's cap on sequences decoded at once where that binds
     first: ``algorithm.vllm_max_num_seqs`` (vLLM's ``max_num_seqs``, SGLang's ``max_running_requests``) and,
@@ -276,7 +285,9 @@ def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float,
         knob, name = "memory.vllm_gpu_memory_utilization", "vLLM"
         installed = "assumes vLLM is installed on the node, else HF generate"
     waves = max(1, math.ceil(gen * (s.prompt_tokens + s.completion) * kv_tok / cache))
+    held = cache / ((s.prompt_tokens + s.completion) * kv_tok)
     cap, cap_knob = min(caps) if caps else (0, "")
+    held = min(held, cap) if cap else held
     cap_waves = math.ceil(gen / cap) if cap else 0
     if cap_waves <= waves:
         cap, cap_knob = 0, ""
@@ -286,7 +297,7 @@ def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float,
             f"the rollout would run in {waves} waves of {name}'s KV cache ({cache / physics.GIB:.1f} GiB for "
             f"{gen:.0f} sequences per engine): raise {knob}, lower algorithm.train_batch_size, or add GPUs (at "
             f"most {MAX_WAVES} waves are planned)")
-    return waves, share, installed, cap, cap_knob
+    return waves, share, installed, cap, cap_knob, max(1.0, held)
 
 
 def _sync(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
@@ -300,6 +311,15 @@ def _sync(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
         gather += weights / link
     tensors = 12 * (recipe.model.num_layers or 1)
     out.phases["sync"] = out.phases.get("sync", 0.0) + gather + weights / hw.bandwidth + tensors * SYNC_TENSOR_SECONDS
+
+
+def old_logprob_pass(algo: GRPOAlgorithm, s: RLShape) -> bool:
+    """Whether a step runs the old-policy log-prob pass: this trainer (and TRL) only when a rollout feeds more
+    than one update, verl's every step (its ray trainer recomputes ``old_log_prob`` before the updates whatever
+    the mini-batches), AReaL and verl's fully async trainer never (the rollout engine's log-probs stand in)."""
+    if algo.old_logprob_pass == "auto":
+        return s.updates > 1 or algo.num_iterations > 1
+    return algo.old_logprob_pass == "always"
 
 
 def _forward_pass(recipe: Recipe, hw: Hardware, s: RLShape) -> tuple[float, float]:
@@ -386,7 +406,7 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
     _sync(recipe, hw, s, out)
     _rollout(recipe, hw, s, out)
     passes = []
-    if s.updates > 1 or algo.num_iterations > 1:
+    if old_logprob_pass(algo, s):
         passes.append("old policy")
     if algo.beta > 0:
         passes.append("reference")
@@ -413,7 +433,11 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         out.assumptions.append(moe_note(recipe, hw.gpu))
     if algo.off_policy_steps:
         out.concurrent = ("rollout",)
-        out.assumptions.append("one-step off-policy: step n+1's rollout runs while step n trains; the step is "
-                               "the longer of the two plus the weight sync")
+        out.assumptions.append(
+            "one-step off-policy: step n+1's rollout runs while step n trains; the step is the longer of the two "
+            "plus the weight sync" if algo.off_policy_steps == 1 else
+            f"{algo.off_policy_steps}-step off-policy: generation runs on, up to {algo.off_policy_steps} steps "
+            "ahead; the step is the longer of the rollout (at the engines' steady throughput) and the training, "
+            "plus the weight sync")
     _run_overhead(recipe, hw, algo, s, out)
     return out

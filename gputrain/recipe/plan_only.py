@@ -35,6 +35,7 @@ PLAN_ONLY: tuple[tuple[str, Callable[[Recipe], bool]], ...] = (
     ("algorithm.logits_in_place", lambda r: (a := _algo(r)) is not None and a.logits_in_place),
     ("algorithm.logprob_vocab_chunk", lambda r: (a := _algo(r)) is not None and a.logprob_vocab_chunk is not None),
     ("algorithm.off_policy_steps", lambda r: (a := _algo(r)) is not None and a.off_policy_steps > 0),
+    ("algorithm.old_logprob_pass", lambda r: (a := _algo(r)) is not None and a.old_logprob_pass != "auto"),
     ("memory.offload_during_rollout", lambda r: r.memory.offload_during_rollout),
     ("memory.reference_on_host", lambda r: r.memory.reference_on_host),
     ("memory.activations_on_host", lambda r: r.memory.activations_on_host),

@@ -50,7 +50,10 @@ OURS_ONLY = {
     "max_prompt_length": "TRL 1.16 dropped it; we cut prompts so the planner can size memory",
     "rollout_engine": "TRL's use_vllm + vllm_mode; ours picks by what the node has",
     "rollout_gpus": "server mode's GPUs inside the job (TRL starts `trl vllm-serve` separately); plan-only",
-    "off_policy_steps": "one-step off-policy overlap (verl/NeMo RL async); TRL has no such setting; plan-only",
+    "off_policy_steps": "one-step (or k-step) off-policy overlap (verl/NeMo RL/AReaL async); TRL has no such "
+                        "setting; plan-only",
+    "old_logprob_pass": "when the old-policy log-prob pass runs (verl and NeMo RL: every step; AReaL: never; TRL "
+                        "and this trainer: with more than one update, as 'auto'); plan-only",
     "vllm_enforce_eager": "vLLM without CUDA graphs (TRL: only `trl vllm-serve --enforce_eager`); plan-only",
     "vllm_max_num_seqs": "an engine's running-sequence cap (TRL colocate sets vLLM's max_num_seqs to the "
                          "sequences each engine generates, so it never binds); plan-only",

@@ -45,7 +45,16 @@ def test_unknown_names_are_errors_never_substitutions() -> None:
                                                 ("Tesla V100-SXM2-16GB", "V100-16GB"),
                                                 ("Tesla V100-SXM2-32GB", "V100-32GB"),
                                                 ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
-                                                ("NVIDIA B200", "B200-192GB"), ("NVIDIA H200", "H200-141GB")])
+                                                ("NVIDIA B200", "B200-192GB"), ("NVIDIA H200", "H200-141GB"),
+                                                # #28: parts the field's RL runs use; the longest pattern wins
+                                                ("NVIDIA GH200 480GB", "GH200"), ("NVIDIA H20", "H20"),
+                                                ("NVIDIA A800-SXM4-80GB", "A800-80GB"), ("NVIDIA L40", "L40"),
+                                                ("NVIDIA L40S", "L40S"), ("NVIDIA L4", "L4"), ("NVIDIA L20", "L20"),
+                                                ("NVIDIA H100 NVL", "H100-NVL"),
+                                                ("NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada"),
+                                                ("NVIDIA GeForce RTX 5090", "RTX-5090"),
+                                                ("NVIDIA GeForce RTX 3090", "RTX-3090"),
+                                                ("NVIDIA GeForce RTX 4090", "RTX-4090")])
 def test_nvidia_smi_names_map_to_the_catalog(smi: str, canonical: str) -> None:
     assert from_nvidia_smi(smi).name == canonical
 

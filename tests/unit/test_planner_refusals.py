@@ -82,3 +82,31 @@ def test_a_plan_only_field_is_planned_but_run_refuses_it_in_one_line() -> None:
     assert proc.returncode == 2
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "distributed.cpu_offload" in lines[0] and "plan-only" in lines[0], proc.stderr
+
+
+def test_k_step_off_policy_is_planned_at_the_engines_steady_rate_not_refused() -> None:
+    """NeMo RL's 8-step async GRPO (max_trajectory_age_steps 8) ran: the schema took only 0 or 1 and refused it.
+    With k > 1 steps in flight the engines decode up to k batches at once and a batch's tail overlaps the next
+    batches, so a step's rollout is its tokens at the steady rate: shorter than the one-step rollout."""
+    server = ["algorithm.rollout_engine=vllm", "algorithm.vllm_mode=server", "algorithm.rollout_gpus=1",
+              "estimate.completion_fraction=0.5"]
+    one = make_plan(MATH, gpu="H100", overrides=[*server, "algorithm.off_policy_steps=1"], check_memory=False)
+    eight = make_plan(MATH, gpu="H100", overrides=[*server, "algorithm.off_policy_steps=8"], check_memory=False)
+    assert eight.estimate.phases["rollout"] < one.estimate.phases["rollout"]
+    assert any("8 steps in flight" in a for a in eight.estimate.assumptions)
+    assert one.estimate.phases["update"] == eight.estimate.phases["update"]
+
+
+def test_the_old_policy_log_prob_pass_follows_the_framework() -> None:
+    """verl and NeMo RL recompute the old policy's log-probs every step, even for a single update (verl issue
+    7412: 72 s of old_log_prob beside 72 s of ref); AReaL takes the rollout engine's log-probs instead."""
+    one_update = ["algorithm.train_batch_size=16", "algorithm.ppo_mini_batch_size=16", "algorithm.beta=0.01"]
+    auto = make_plan(MATH, gpu="H100", overrides=one_update, check_memory=False).estimate
+    always = make_plan(MATH, gpu="H100", overrides=[*one_update, "algorithm.old_logprob_pass=always"],
+                       check_memory=False).estimate
+    assert always.phases["logprob"] == pytest.approx(2 * auto.phases["logprob"])  # old policy + reference
+    four = ["algorithm.train_batch_size=16", "algorithm.ppo_mini_batch_size=4", "algorithm.beta=0"]
+    never = make_plan(MATH, gpu="H100", overrides=[*four, "algorithm.old_logprob_pass=never"],
+                      check_memory=False).estimate
+    assert "logprob" not in never.phases
+    assert make_plan(MATH, gpu="H100", overrides=four, check_memory=False).estimate.phases["logprob"] > 0

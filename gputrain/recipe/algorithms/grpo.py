@@ -76,8 +76,16 @@ class GRPOAlgorithm(BaseModel):
                                             "over the vocabulary in chunks of this many columns (prime-rl's "
                                             "FusedOutputLinear, fused_lm_head_chunk_size, 2048 in its RL "
                                             "trainer): no [T, V] tensor, a [T, chunk] working set (plan-only)")
-    off_policy_steps: int = Field(default=0, ge=0, le=1, description="1: generate step n+1 while training step "
-                                  "n (one-step off-policy, step ~ max(rollout, train); plan-only)")
+    off_policy_steps: int = Field(default=0, ge=0, le=64, description="1: generate step n+1 while training step "
+                                  "n (one-step off-policy, step ~ max(rollout, train)); k > 1: generation runs "
+                                  "on, up to k steps ahead (NeMo RL's max_trajectory_age_steps, AReaL's "
+                                  "max_head_offpolicyness): its engines decode up to k batches at once and a "
+                                  "batch's tail overlaps the next batches (plan-only)")
+    old_logprob_pass: Literal["auto", "always", "never"] = Field(
+        default="auto", description="the old-policy log-prob pass: auto: when a rollout feeds more than one "
+        "update (this trainer, TRL); always: every step (verl's trainer recomputes old_log_prob whatever the "
+        "mini-batches); never: the rollout engine's log-probs stand in (AReaL, verl's fully async "
+        "use_rollout_log_probs) (plan-only)")
     sequence_packing: bool = Field(default=False, description="log-prob and update passes on packed sequences "
                                    "(no compute on padding) instead of padded micro-batches")
 
