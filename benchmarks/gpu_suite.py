@@ -18,7 +18,8 @@ same with ``algorithm.sequence_packing=true``: the trainer's packed passes, Flex
 numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE), then #27 one change at a time:
 bench_no_expandable (padded head + bucketed rows, allocator defaults: reserved vs bench_default) and
 bench_padded (padded head only: GEMM kernels vs bench_pre27), rl_logprob_flex (packed log-prob and update
-passes through FlexAttention with a document mask, fp32 gradients vs padded). ``env`` always runs first.
+passes through FlexAttention with a document mask, fp32 gradients vs padded), rl_generate (HF generate, dynamic
+vs static KV cache at run_grpo's 64 × 256, warm-up at the timed shape). ``env`` always runs first.
 
 Every step runs in its own process group with its own cap (``--budget`` is for all steps together; a step never
 gets more than its cap nor more than what is left), so a slow step cannot eat the rest. Output under ``--out``:
@@ -553,7 +554,7 @@ GRPO_RUN = ["model.name=tiny-qwen2", "model.hidden_size=1280", "model.num_layers
 # the step compares with the planner: steady step, rollout, peak memory allocated and reserved, warm-up/compile.
 GRPO_SMALL = {"model.hidden_size": "64", "model.num_layers": "2", "model.num_heads": "4", "model.num_kv_heads": "4",
               "model.params": "2.0e5", "algorithm.max_completion_length": "8", "algorithm.num_generations": "4",
-              "train.batch_size": "4", "train.max_steps": "2",
+              "train.batch_size": "4", "train.max_steps": "3",
               "train.precision": "fp32", "algorithm.sandbox_workers": "2"}
 
 
@@ -583,6 +584,20 @@ def step_rl_logprob(s: Suite) -> None:
     if not res["ok"]:
         res["error_tail"] = tail(lines)
     s.emit("rl_logprob", **res, **data)
+
+
+def step_rl_generate(s: Suite) -> None:
+    """#27: HF generate with the dynamic vs the static KV cache at run_grpo's rollout shape (64 prompts × 256 new
+    tokens), each timed after an untimed call of the same shape (the static cache's compile: ``*_first_s``).
+    At 16 × 128 the static cache had measured slower (2026-11-26), with a 4-token warm-up that left its
+    recompile for the timed length inside the timed call."""
+    args = ["--generate-only"] + (["--gen-rows", "64", "--new-tokens", "256"] if s.gpu else ["--smoke"])
+    res = s.run("rl_generate", [s.py, "benchmarks/rl_logprob_bench.py", *args], 100)
+    lines = res.pop("_lines")
+    data = last_json(lines)
+    if not res["ok"]:
+        res["error_tail"] = tail(lines)
+    s.emit("rl_generate", **res, **data)
 
 
 def step_rl_logprob_flex(s: Suite) -> None:
@@ -625,6 +640,7 @@ STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("bench_no_expandable", step_bench_no_expandable, 50),
     ("bench_padded", step_bench_padded, 50),
     ("rl_logprob_flex", step_rl_logprob_flex, 40),
+    ("rl_generate", step_rl_generate, 45),
 ]
 
 
