@@ -24,7 +24,9 @@ logs ``compile_seconds`` (``runtime.compile_clock``: dynamo's own compile-time t
 ranks). Its ``step_seconds`` stays the step's wall time (the ``[grpo] step`` line is unchanged), and
 ``perf.json``'s step time, the one the planner calibrates from, leaves it out with the process's first step
 (``gputrain.contract.perf.steady_steps``); ``result.json`` carries ``compile_seconds`` (the run's total) and
-``steady_step_seconds``.
+``steady_step_seconds``. The steps left out are the warm-up, a phase of its own as in the diffusion trainers:
+``[phase] first step (warm-up ...)`` lines around the first step, and ``warmup_seconds`` (their wall time,
+the compile included) in ``perf.json``, ``result.json`` and ``gputrain logs``.
 """
 
 from __future__ import annotations
