@@ -112,8 +112,7 @@ def main() -> int:
     if args.no_generate:
         print(json.dumps(out))
         return 0
-    out |= generate_caches(args, model, ids, mask, pw, sync, cuda)
-    print(json.dumps(out))
+    generate_caches(args, model, ids, mask, pw, sync, cuda, out)  # prints ``out`` after each cache
     return 0
 
 
@@ -168,14 +167,14 @@ def passes(args: Any, model: Any, ids: torch.Tensor, mask: torch.Tensor, widths:
 
 
 def generate_caches(args: Any, model: Any, ids: torch.Tensor, mask: torch.Tensor, pw: int, sync: Any,
-                    cuda: bool) -> dict[str, Any]:
+                    cuda: bool, out: dict[str, Any]) -> None:
     """HF generate tokens/s with the dynamic and the static KV cache, ``--gen-rows`` prompts × ``--new-tokens``.
 
     The untimed first call has the timed call's exact shape: the static cache is sized prompt + new tokens,
     and transformers compiles the decode step for that size, so a shorter warm-up (4 tokens, as before
     2026-11-27) left a recompile inside the timed call. The first call's time is reported too (the compile
-    a job pays once, as start-up)."""
-    out: dict[str, Any] = {}
+    a job pays once, as start-up). ``out`` is printed after each cache (the last line is the newest): a cap
+    that ends the static cache's compile keeps the dynamic figures and says which cache was running."""
     model.eval()
     rows = min(args.gen_rows or args.micro, ids.shape[0])
     prompts, pmask = ids[:rows, :pw], mask[:rows, :pw]
@@ -183,6 +182,8 @@ def generate_caches(args: Any, model: Any, ids: torch.Tensor, mask: torch.Tensor
     out.update(generate_rows=rows, generate_new_tokens=new)
     for cache in ("dynamic", "static"):
         kw: dict[str, Any] = {"cache_implementation": "static"} if cache == "static" else {}
+        out["generate_running"] = cache
+        print(json.dumps(out), flush=True)
 
         def call(kw: dict[str, Any] = kw) -> Any:
             return model.generate(prompts, attention_mask=pmask, max_new_tokens=new, min_new_tokens=new,
@@ -196,7 +197,8 @@ def generate_caches(args: Any, model: Any, ids: torch.Tensor, mask: torch.Tensor
             out[f"generate_{cache}_first_s"] = round(t_first, 3)
         except Exception as exc:  # report, do not hide: a cache this transformers cannot use is a finding
             out[f"generate_{cache}_error"] = f"{type(exc).__name__}: {exc}"[:300]
-    return out
+    out.pop("generate_running")
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":
