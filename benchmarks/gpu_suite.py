@@ -662,6 +662,10 @@ SUMMARY_COLS = [("step", 26), ("ok", 5), ("wall_s", 7), ("pred_step_s", 11), ("m
                 ("mfu", 7)]
 
 
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
 def summarize(results: Path) -> str:
     rows = []
     for line in results.read_text().splitlines():
@@ -678,6 +682,11 @@ def summarize(results: Path) -> str:
             v = "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
             cells.append(v[:w].ljust(w))
         out.append("  ".join(cells).rstrip())
+        if r.get("meas_rollout_s") is not None:  # an RL job: the figures a planner row needs, on one line
+            out.append(f"    rl: steps {r.get('meas_step_times_s')} s, steady {_fmt(r.get('meas_steady_step_s'))} s, "
+                       f"warm-up {_fmt(r.get('meas_warmup_s'))} s (compile {_fmt(r.get('meas_compile_s'))} s), "
+                       f"rollout {_fmt(r.get('meas_rollout_s'))} / pred {_fmt(r.get('pred_rollout_s'))} s, "
+                       f"{_fmt(r.get('meas_rollout_tokens_per_s'))} tokens/s, memory at {r.get('meas_mem_at')}")
         for extra in ("skipped", "driver_error", "error_tail", "oom", "resolved", "top_kernels"):
             if r.get(extra):
                 out.append(f"    {extra}: {json.dumps(r[extra])[:400]}")
