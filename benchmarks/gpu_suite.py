@@ -12,12 +12,15 @@ before #27: unpadded 50,258-wide head, exact masked rows, allocator defaults), r
 run_bd3lm_h100_fit (the batch the H100 plan's ``--fit`` advises, run with the allocator capped at an H100's
 memory), bench_chunked_ce (the default path with the chunked cross-entropy), run_bd3lm_b64, run_bd3lm_b192
 (the conservative and aggressive presets), run_hdp, run_gnn, rl_logprob (padded vs packed log-prob and update
-passes, HF generate with the dynamic vs the static cache), run_grpo (0.5B random-init policy, HF generate),
-run_grpo_packed (the same with ``algorithm.sequence_packing=true``: the trainer's packed passes),
+passes, HF generate with the dynamic vs the static cache), run_grpo (0.5B random-init policy, HF generate:
+steady step, rollout s and tokens/s beside the plan's rollout, warm-up and compile phases, peak allocated and
+reserved beside the plan's memory), run_grpo_packed (the same with ``algorithm.sequence_packing=true``: the
+trainer's packed passes, FlexAttention's compile as warm-up),
 numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE), then #27 one change at a time:
 bench_no_expandable (padded head + bucketed rows, allocator defaults: reserved vs bench_default) and
 bench_padded (padded head only: GEMM kernels vs bench_pre27), rl_logprob_flex (packed log-prob and update
-passes through FlexAttention with a document mask, fp32 gradients vs padded), then #27's speed levers:
+passes through FlexAttention with a document mask, fp32 gradients vs padded), rl_generate (HF generate, dynamic
+vs static KV cache at run_grpo's 64 × 256, warm-up at the timed shape), then #27's speed levers:
 bench_fast (the loss as one compiled function + the adaLN modulation shared; top kernels), bench_shared_mod and
 bench_compiled_ce (each alone), bench_autotune (bench_fast with FlexAttention's tile sizes autotuned).
 ``env`` always runs first.
@@ -52,8 +55,9 @@ T0 = time.monotonic()
 H100_ALLOCATOR_GIB = 79.0
 
 SITECUSTOMIZE = '''"""gpu_suite hook for the trainer processes torchrun starts (LOCAL_RANK set): cap the CUDA allocator at
-GPU_SUITE_MEM_GIB, and write max_memory_allocated/reserved to GPU_SUITE_MEMFILE at exit. Chains to any other
-sitecustomize on the path."""
+GPU_SUITE_MEM_GIB, and write max_memory_allocated/reserved to GPU_SUITE_MEMFILE at exit and, from a daemon
+thread, every GPU_SUITE_MEM_EVERY seconds (2) whenever the peaks grew: a job the step's cap ends while it closes
+(the H100's GRPO jobs, 2026-11-27) still leaves its peak. Chains to any other sitecustomize on the path."""
 import os, sys
 if os.environ.get("LOCAL_RANK") is not None and os.environ.get("GPU_SUITE_MEMFILE"):
     if os.environ.get("GPU_SUITE_MEM_GIB"):
@@ -61,18 +65,33 @@ if os.environ.get("LOCAL_RANK") is not None and os.environ.get("GPU_SUITE_MEMFIL
         if torch.cuda.is_available():
             _total = torch.cuda.get_device_properties(0).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, float(os.environ["GPU_SUITE_MEM_GIB"]) * 2**30 / _total), 0)
-    import atexit, json
+    import atexit, json, threading, time
+    _seen = [None]
 
-    def _gpu_suite_mem():
-        torch = sys.modules.get("torch")
+    def _gpu_suite_mem(at="exit"):
+        torch = sys.modules.get("torch")  # never imported nor CUDA initialised from here
         if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
             return
-        rec = {"rank": os.environ.get("RANK"), "max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
-               "max_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
+        dev = int(os.environ.get("LOCAL_RANK") or 0) % max(1, torch.cuda.device_count())
+        peaks = (torch.cuda.max_memory_allocated(dev), torch.cuda.max_memory_reserved(dev))
+        if at != "exit" and peaks == _seen[0]:
+            return
+        _seen[0] = peaks
+        rec = {"rank": os.environ.get("RANK"), "max_allocated_gib": peaks[0] / 2**30,
+               "max_reserved_gib": peaks[1] / 2**30, "at": at, "t": round(time.time(), 1),
                "mem_fraction_gib": os.environ.get("GPU_SUITE_MEM_GIB")}
         with open(os.environ["GPU_SUITE_MEMFILE"], "a") as fh:
             fh.write(json.dumps(rec) + "\\n")
+
+    def _gpu_suite_poll():
+        while True:
+            time.sleep(float(os.environ.get("GPU_SUITE_MEM_EVERY") or 2))
+            try:
+                _gpu_suite_mem("poll")
+            except Exception:
+                pass
     atexit.register(_gpu_suite_mem)
+    threading.Thread(target=_gpu_suite_poll, name="gpu_suite_mem", daemon=True).start()
 import importlib.machinery as _m, importlib.util as _u
 _here = os.path.dirname(os.path.abspath(__file__))
 _spec = _m.PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
@@ -428,6 +447,8 @@ def collect_job(s: Suite, key: str, logs: Path, memfile: Path) -> dict[str, Any]
         if recs:
             info["meas_alloc_gib"] = round(max(r["max_allocated_gib"] for r in recs), 2)
             info["meas_reserved_gib"] = round(max(r["max_reserved_gib"] for r in recs), 2)
+            # "exit": written as the trainer closed; "poll": the job was ended first (the hook's last reading)
+            info["meas_mem_at"] = "exit" if any(r.get("at", "exit") == "exit" for r in recs) else "poll"
     if not jobs:
         return info
     jd = jobs[-1]
@@ -455,10 +476,56 @@ def collect_job(s: Suite, key: str, logs: Path, memfile: Path) -> dict[str, Any]
         vals = [r[k] for r in recs if isinstance(r.get(k), (int, float))]
         if vals:
             info[f"metric_{k}_median"] = sorted(vals)[len(vals) // 2]
-    info["ratio_step"] = ratio(info.get("meas_step_s"), info.get("pred_step_s"))
+    info.update(rl_fields(recs, p, perf))
+    info["ratio_step"] = ratio(info.get("meas_step_s", info.get("meas_steady_step_s")), info.get("pred_step_s"))
     info["ratio_alloc"] = ratio(info.get("meas_alloc_gib", info.get("meas_perf_peak_gib")),
                                 _less(info.get("pred_mem_gib"), info.get("pred_context_gib")))
     return info
+
+
+def _median(vals: list[float]) -> float | None:
+    vals = sorted(vals)
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+def rl_fields(recs: list[dict[str, Any]], plan_json: dict[str, Any], perf: dict[str, Any]) -> dict[str, Any]:
+    """An RL job's figures beside the plan's, from its own metrics.jsonl (so they exist even when the job was
+    ended before perf.json): every step's time and compile, the steady step (``contract.perf.steady_steps``'s
+    rule: not the first of more than two, not one that compiled), the warm-up those steps took, and the
+    rollout (seconds and generated tokens/s over the steady steps) beside the planner's rollout phase."""
+    steps = [r for r in recs if isinstance(r.get("step_seconds"), (int, float)) and "rollout_seconds" in r]
+    if not steps:
+        return {}
+    compiled = [float(r.get("compile_seconds") or 0.0) > 0 for r in steps]
+    warm = ({0} if len(steps) > 2 else set()) | {i for i, c in enumerate(compiled) if c}
+    keep = [i for i in range(len(steps)) if i not in warm] or [i for i, c in enumerate(compiled) if not c] \
+        or list(range(len(steps)))
+    steady = [steps[i] for i in keep]
+    est = plan_json.get("estimate") or {}
+    pred_rollout = (est.get("phases") or {}).get("rollout")
+    out: dict[str, Any] = {
+        "meas_step_times_s": [round(r["step_seconds"], 3) for r in steps],
+        "meas_compile_by_step_s": [round(float(r.get("compile_seconds") or 0.0), 2) for r in steps],
+        "meas_steady_step_s": _median([r["step_seconds"] for r in steady]),
+        "meas_steady_steps": len(steady),
+        "meas_warmup_s": round(sum(r["step_seconds"] for i, r in enumerate(steps) if i not in keep), 2),
+        "meas_compile_s": round(sum(float(r.get("compile_seconds") or 0.0) for r in steps), 2),
+        "meas_perf_warmup_s": perf.get("warmup_seconds"), "meas_perf_compile_s": perf.get("compile_seconds"),
+        "meas_rollout_s": _median([r["rollout_seconds"] for r in steady]),
+        "meas_rollout_tokens_per_s": _median([r["rollout_tokens_per_s"] for r in steady
+                                              if isinstance(r.get("rollout_tokens_per_s"), (int, float))]),
+        "meas_completion_mean_len": _median([r["completions/mean_length"] for r in steady
+                                             if isinstance(r.get("completions/mean_length"), (int, float))]),
+        "meas_phases_steady": {k: _median([r[k] for r in steady if isinstance(r.get(k), (int, float))])
+                               for k in ("rollout_seconds", "reward_seconds", "weight_sync_seconds")},
+        "pred_rollout_s": pred_rollout, "pred_overhead_s": est.get("overhead_seconds"),
+        "pred_step_range_s": est.get("step_range_seconds"), "pred_memory_range_gib": est.get("memory_range_gib"),
+    }
+    out["ratio_rollout"] = ratio(out["meas_rollout_s"], pred_rollout)
+    return out
 
 
 def step_run_bd3lm(s: Suite, key: str, preset: str | None, steps: int, cap: float) -> None:
@@ -506,17 +573,18 @@ def step_run_gnn(s: Suite) -> None:
 GRPO_RUN = ["model.name=tiny-qwen2", "model.hidden_size=1280", "model.num_layers=24", "model.num_heads=20",
             "model.num_kv_heads=20", "model.vocab_size=512", "model.params=5.0e8", "model.seq_len=512",
             "data.source=generated", "data.format=generated", "data.train_size=256", "train.batch_size=64",
-            "train.max_steps=3", "train.log_every=1", "train.eval_every=1000", "train.save_every=1000",
+            "train.max_steps=3", "train.log_every=1", "train.eval_every=null", "train.save_every=null",
             "train.precision=bf16", "train.gradient_checkpointing=false", "distributed.strategy=ddp",
             "algorithm.prompt_format=raw", "algorithm.rollout_engine=hf", "algorithm.num_generations=8",
             "algorithm.max_prompt_length=64", "algorithm.max_completion_length=256",
             "algorithm.eval_dataset=held_out", "algorithm.eval_samples=0", "algorithm.sandbox_workers=8",
             "algorithm.sandbox_timeout_s=3.0"]
-# eval_samples=0: no final evaluation (24 s on the H100, 2026-11-27, after which the 110 s cap killed the run
-# before its memory record); what the step compares with the planner is step time and peak memory.
+# eval_samples=0: no final evaluation (24 s on the H100, 2026-11-27, after which the cap killed the run before its
+# memory record); save_every=null: no closing checkpoint (fp32 weights + AdamW moments, ~6 GB to write). What
+# the step compares with the planner: steady step, rollout, peak memory allocated and reserved, warm-up/compile.
 GRPO_SMALL = {"model.hidden_size": "64", "model.num_layers": "2", "model.num_heads": "4", "model.num_kv_heads": "4",
               "model.params": "2.0e5", "algorithm.max_completion_length": "8", "algorithm.num_generations": "4",
-              "train.batch_size": "4", "train.max_steps": "2",
+              "train.batch_size": "4", "train.max_steps": "3",
               "train.precision": "fp32", "algorithm.sandbox_workers": "2"}
 
 
@@ -524,8 +592,10 @@ def step_run_grpo(s: Suite, key: str = "grpo_0.5B_hf", extra: tuple[str, ...] = 
     env_extra = {"GPUTRAIN_SANDBOX_ALLOW_WEAK": "1"}
     s.env.update(env_extra)
     if s.gpu:
-        # H100 2026-11-27: model load ~15 s + 3 steps (the first 32-46 s with warm-up/compile) + closing > 110 s
-        gputrain_run(s, key, "grpo_code_mbpp.yaml", GRPO_RUN + list(extra), 150)
+        # H100 2026-11-27: start + model load ~25 s, 3 steps 51 s padded (32.4 s warm-up first) / 77 s packed
+        # (46.1 s compile, 22.0 s recompile), no final evaluation nor closing checkpoint: ~80 / ~105 s. A cap that
+        # ends it early still leaves the steps (metrics.jsonl) and the peaks (the hook's 2 s readings).
+        gputrain_run(s, key, "grpo_code_mbpp.yaml", GRPO_RUN + list(extra), 140 if extra else 120)
     else:
         sets = [f"{k}={GRPO_SMALL.get(k, v)}" for k, v in (x.split("=", 1) for x in GRPO_RUN)]
         gputrain_run(s, key, "grpo_code_mbpp.yaml", sets + list(extra), 200)
@@ -544,6 +614,22 @@ def step_rl_logprob(s: Suite) -> None:
     if not res["ok"]:
         res["error_tail"] = tail(lines)
     s.emit("rl_logprob", **res, **data)
+
+
+def step_rl_generate(s: Suite) -> None:
+    """#27: HF generate with the dynamic vs the static KV cache at run_grpo's rollout shape (64 prompts × 256 new
+    tokens), each timed after an untimed call of the same shape (the static cache's compile: ``*_first_s``).
+    At 16 × 128 the static cache had measured slower (2026-11-26), with a 4-token warm-up that left its
+    recompile for the timed length inside the timed call."""
+    args = ["--generate-only"] + (["--gen-rows", "64", "--new-tokens", "256"] if s.gpu else ["--smoke"])
+    # cap 60 s: start + model ~15 s, dynamic ~10 s; what is left is the static cache's compile + two calls (a
+    # compile that does not fit is the answer too: the record keeps the dynamic figures, generate_running=static)
+    res = s.run("rl_generate", [s.py, "benchmarks/rl_logprob_bench.py", *args], 60)
+    lines = res.pop("_lines")
+    data = last_json(lines)
+    if not res["ok"]:
+        res["error_tail"] = tail(lines)
+    s.emit("rl_generate", **res, **data)
 
 
 def step_rl_logprob_flex(s: Suite) -> None:
@@ -590,6 +676,7 @@ STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("bench_compiled_ce", step_bench_compiled_ce, 50),
     ("bench_autotune", step_bench_autotune, 100),
     ("rl_logprob_flex", step_rl_logprob_flex, 40),
+    ("rl_generate", step_rl_generate, 45),
 ]
 
 
@@ -608,6 +695,10 @@ SUMMARY_COLS = [("step", 26), ("ok", 5), ("wall_s", 7), ("pred_step_s", 11), ("m
                 ("mfu", 7)]
 
 
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
 def summarize(results: Path) -> str:
     rows = []
     for line in results.read_text().splitlines():
@@ -624,6 +715,11 @@ def summarize(results: Path) -> str:
             v = "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
             cells.append(v[:w].ljust(w))
         out.append("  ".join(cells).rstrip())
+        if r.get("meas_rollout_s") is not None:  # an RL job: the figures a planner row needs, on one line
+            out.append(f"    rl: steps {r.get('meas_step_times_s')} s, steady {_fmt(r.get('meas_steady_step_s'))} s, "
+                       f"warm-up {_fmt(r.get('meas_warmup_s'))} s (compile {_fmt(r.get('meas_compile_s'))} s), "
+                       f"rollout {_fmt(r.get('meas_rollout_s'))} / pred {_fmt(r.get('pred_rollout_s'))} s, "
+                       f"{_fmt(r.get('meas_rollout_tokens_per_s'))} tokens/s, memory at {r.get('meas_mem_at')}")
         for extra in ("skipped", "driver_error", "error_tail", "oom", "resolved", "top_kernels"):
             if r.get(extra):
                 out.append(f"    {extra}: {json.dumps(r[extra])[:400]}")

@@ -4,7 +4,8 @@ Written by the training runtime (``gputrain.train.runtime``) when a run closes, 
 calibration (``gputrain.registry.measured``, ``gputrain.planner.calibrate``) and by summaries. Step time is
 the median over logged steps (evaluation and checkpoint pauses fall outside a median) in the steady state:
 warm-up steps (the process's first, and every step in which torch's compiler ran, ``compile_seconds``) are
-left out and their compile time is reported on its own (#27). Peak memory is the largest over the ranks:
+left out; their wall time (``warmup_seconds``) and the compiler's share of it (``compile_seconds``) are
+reported on their own, as start-up (#27). Peak memory is the largest over the ranks:
 CUDA max allocated on GPUs, the resident set on CPU.
 """
 
@@ -31,6 +32,10 @@ class MeasuredPerf(BaseModel):
     warmup_steps: int = Field(default=0, description="logged steps left out of the median as warm-up (#27)")
     compile_seconds: float | None = Field(default=None, description="torch's compiler, summed over the run "
                                           "(start-up: not in step_seconds)")
+    warmup_seconds: float | None = Field(default=None, description="wall time of the warm-up steps (the "
+                                         "first, and those that compiled; compile_seconds is the compiler's share "
+                                         "of it): start-up, not in step_seconds (#27); None where no step time "
+                                         "was logged per step")
     phases: dict[str, float] = Field(default_factory=dict, description="median seconds per step by phase")
     tokens_per_s: float | None = None
     peak_memory_gib: float | None = Field(default=None, description="largest over ranks")

@@ -100,7 +100,10 @@ def overview_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         text += f"   ETA {fmt_duration(summary['eta_s'])}"
     rows.append(("steps", text))
     speed = [f"{k} {fmt_num(round(v, 1))} (median)" for k, v in summary.get("throughput", {}).items()]
-    if summary.get("compile_seconds"):
+    if summary.get("warmup_seconds"):  # the GRPO trainers: warm-up steps, the compile inside them
+        compiled = f", compile {summary['compile_seconds']:.1f} s of it" if summary.get("compile_seconds") else ""
+        speed.append(f"warm-up {summary['warmup_seconds']:.1f} s{compiled} (start-up, not in the step time)")
+    elif summary.get("compile_seconds"):
         speed.append(f"compile {summary['compile_seconds']:.1f} s (start-up, not in the step time)")
     if summary.get("peak_gpu_mem_gib") is not None:
         speed.append(f"peak GPU mem {summary['peak_gpu_mem_gib']:.1f} GiB")

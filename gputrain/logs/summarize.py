@@ -346,6 +346,7 @@ def _build(
         "eta_s": eta,
         "throughput": throughput,
         "compile_seconds": (perf or {}).get("compile_seconds"),  # start-up: not in the step time (#27)
+        "warmup_seconds": (perf or {}).get("warmup_seconds"),  # the warm-up steps' wall time, compile included
         "peak_gpu_mem_gib": mem.hi[1] if mem else None,
         "cost": {
             "gpu_hours": gpu_hours,

@@ -66,7 +66,8 @@ def compiling_task(compile_on_call: int) -> GRPOTask:
 
 
 @pytest.mark.slow  # a 4-step GRPO run of a one-layer policy in-process, a plan, one dynamo trace: 3-8 s here
-def test_the_step_that_compiled_is_marked_and_left_out_of_the_steady_step_time(tmp_path: Path) -> None:
+def test_the_step_that_compiled_is_marked_and_left_out_of_the_steady_step_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gputrain.train.grpo.trainer import train_grpo
 
     ctx = context(tmp_path)
@@ -86,12 +87,42 @@ def test_the_step_that_compiled_is_marked_and_left_out_of_the_steady_step_time(t
     assert measured.step_seconds == pytest.approx(statistics.median([steps[3]["step_seconds"],
                                                                      steps[4]["step_seconds"]]))
     assert measured.compile_seconds == pytest.approx(steps[2]["compile_seconds"], abs=1e-3)
+    # the warm-up phase: the wall time of exactly the two steps the steady figure leaves out
+    warm = steps[1]["step_seconds"] + steps[2]["step_seconds"]
+    assert measured.warmup_seconds == pytest.approx(warm, abs=2e-3)
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["compile_seconds"] == pytest.approx(steps[2]["compile_seconds"], abs=1e-3)
     assert result["steady_step_seconds"] == pytest.approx(measured.step_seconds)
+    assert result["warmup_seconds"] == pytest.approx(warm, abs=2e-3)
     summary = summarize(tmp_path, final=True, exit_code=0, write=False)  # `gputrain logs`: the compile on its own row
     assert summary["compile_seconds"] == measured.compile_seconds
-    assert f"compile {measured.compile_seconds:.1f} s (start-up" in render_text(summary)
+    assert summary["warmup_seconds"] == measured.warmup_seconds
+    assert (f"warm-up {measured.warmup_seconds:.1f} s, compile {measured.compile_seconds:.1f} s of it (start-up"
+            in render_text(summary))
+    lines = capsys.readouterr().out.splitlines()  # the first step is a phase of the step log, as in diffusion
+    assert "[phase] first step (warm-up) ..." in lines
+    assert f"[phase] first step (warm-up) done in {steps[1]['step_seconds']:.1f} s" in lines
+
+
+def test_the_warmup_phase_is_the_left_out_steps_wall_time_and_the_steady_step_excludes_it() -> None:
+    """perf.json's bookkeeping from the records a GRPO run logs, with the H100 packed run's shape (2026-11-27):
+    a 46.1 s first step that compiled, a 22.0 s recompile, then steady 8.59 / 8.61 s."""
+    from gputrain.train.grpo.trainer import steady_step_seconds, warmup_seconds
+
+    log = perf.PerfLog()
+    history = [{"step_seconds": 46.1, "compile_seconds": 30.0}, {"step_seconds": 22.0, "compile_seconds": 12.0},
+               {"step_seconds": 8.59}, {"step_seconds": 8.61}]
+    for n, rec in enumerate(history, 1):
+        log.observe({"step": n, "time": 100.0 * n, **rec})
+    m = perf.measure(log, torch.device("cpu"), 1)
+    assert (m.step_seconds, m.steps_timed, m.warmup_steps) == (pytest.approx(8.6), 2, 2)
+    assert m.warmup_seconds == pytest.approx(68.1) and m.compile_seconds == pytest.approx(42.0)
+    assert steady_step_seconds(history) == pytest.approx(8.6) and warmup_seconds(history) == pytest.approx(68.1)
+    # a padded run: nothing compiles, the first step alone is warm-up (32.4 s on the H100)
+    padded = [{"step_seconds": 32.4}, {"step_seconds": 9.69}, {"step_seconds": 8.53}]
+    assert warmup_seconds(padded) == pytest.approx(32.4) and steady_step_seconds(padded) == pytest.approx(9.11)
+    # two steps: both count (a figure rather than none), so no warm-up is claimed
+    assert warmup_seconds(padded[:2]) == 0.0
 
 
 def test_the_compile_clock_counts_dynamo_compiles_and_nothing_else() -> None:

@@ -24,7 +24,9 @@ logs ``compile_seconds`` (``runtime.compile_clock``: dynamo's own compile-time t
 ranks). Its ``step_seconds`` stays the step's wall time (the ``[grpo] step`` line is unchanged), and
 ``perf.json``'s step time, the one the planner calibrates from, leaves it out with the process's first step
 (``gputrain.contract.perf.steady_steps``); ``result.json`` carries ``compile_seconds`` (the run's total) and
-``steady_step_seconds``.
+``steady_step_seconds``. The steps left out are the warm-up, a phase of its own as in the diffusion trainers:
+``[phase] first step (warm-up ...)`` lines around the first step, and ``warmup_seconds`` (their wall time,
+the compile included) in ``perf.json``, ``result.json`` and ``gputrain logs``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 import torch
 
+from gputrain.contract import phases
 from gputrain.contract.needs import BUILTIN_MODELS
 from gputrain.errors import GputrainError
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
@@ -232,6 +235,12 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     hacking: list[str] = []  # prompt-independence flags: last rollout (this rank's share) and final evaluation
     last_batch: tuple[list[str], list[str]] = ([], [])
     clock = CompileClock()
+    # the process's first step is start-up (allocator, CUDA context, generate's first call, FlexAttention's
+    # compile with packing on CUDA): a phase of its own, as in the diffusion trainers (#27)
+    compiles = (algo.sequence_packing and ctx.device.type == "cuda") or bool(train.compile)
+    first_phase = f"first step (warm-up{' + compile' if compiles else ''})"
+    if step < max_steps:
+        ctx.print0(phases.start_line(first_phase))
     while step < max_steps:
         if pos["index"] + train_bs > n_rows:
             pos = {"epoch": pos["epoch"] + 1, "index": 0}
@@ -254,6 +263,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             compile_total += compiled
         history.append(values)
         ctx.metrics.log(step, **values)
+        if len(history) == 1:
+            ctx.print0(phases.end_line(first_phase, values["step_seconds"]))
         if step % train.log_every == 0 or step == 1:
             ctx.print0(
                 f"[grpo] step {step}/{max_steps} "
@@ -310,6 +321,7 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "precision": ctx.precision.name,
             "compile_seconds": round(compile_total, 3),  # start-up, not in steady_step_seconds
             "steady_step_seconds": steady_step_seconds(history),
+            "warmup_seconds": warmup_seconds(history),  # the steps steady_step_seconds leaves out, compile included
             **result,
             **task.report,
             **(task.final_report() if task.final_report is not None else {}),
@@ -318,16 +330,27 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     return 0
 
 
-def steady_step_seconds(history: list[dict[str, float]]) -> float | None:
-    """Median ``step_seconds`` of this process's steady steps: the same rule as ``perf.json``'s step time
-    (``contract.perf.steady_steps``: not the first step, not a step that compiled)."""
-    import statistics
-
+def _steady(history: list[dict[str, float]]) -> tuple[list[float], list[float]]:
+    """(every step's seconds, the steady ones): ``perf.json``'s rule (``contract.perf.steady_steps``: not the
+    first step, not a step that compiled)."""
     from gputrain.contract.perf import steady_steps
 
-    steps, _ = steady_steps([v["step_seconds"] for v in history], [v.get("compile_seconds", 0.0) > 0
-                                                                    for v in history])
+    logged = [v["step_seconds"] for v in history]
+    return logged, steady_steps(logged, [v.get("compile_seconds", 0.0) > 0 for v in history])[0]
+
+
+def steady_step_seconds(history: list[dict[str, float]]) -> float | None:
+    """Median ``step_seconds`` of this process's steady steps."""
+    import statistics
+
+    steps = _steady(history)[1]
     return statistics.median(steps) if steps else None
+
+
+def warmup_seconds(history: list[dict[str, float]]) -> float | None:
+    """Wall time of the steps the steady figure leaves out (start-up: ``perf.json``'s ``warmup_seconds``)."""
+    logged, steady = _steady(history)
+    return round(sum(logged) - sum(steady), 3) if logged else None
 
 
 def evaluate(

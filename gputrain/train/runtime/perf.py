@@ -73,11 +73,14 @@ def measure(log: PerfLog, device: torch.device, world_size: int) -> MeasuredPerf
         dist.all_reduce(u, op=dist.ReduceOp.SUM)
         cpu, rss = (float(v) for v in u.tolist())
     logged, warmup = steady_steps(log.values["step_seconds"], log.compiled)
+    # what the steady figure leaves out is start-up: the warm-up steps' own wall time, a phase of its own
+    warm_s = sum(log.values["step_seconds"]) - sum(logged) if log.values["step_seconds"] else None
     step, timed = median_step_seconds(log.stamps, logged)
     phases = {name: statistics.median(log.values[key]) for key, name in PHASE_KEYS.items() if log.values[key]}
     tokens = log.values["tokens_per_s"]
     return MeasuredPerf(step_seconds=step, steps_timed=timed, phases=phases, warmup_steps=warmup,
                         compile_seconds=None if log.compile_seconds is None else round(log.compile_seconds, 3),
+                        warmup_seconds=None if warm_s is None else round(warm_s, 3),
                         tokens_per_s=statistics.median(tokens) if tokens else None, peak_memory_gib=peak,
                         peak_memory_kind=kind,  # type: ignore[arg-type]
                         wall_seconds=time.time() - log.started, world_size=world_size, device=device.type,
@@ -94,7 +97,8 @@ def record(log: PerfLog, device: torch.device, world_size: int, job_dir: Any, me
     last = log.stamps[-1][0] if log.stamps else 0
     numbers = {f"perf/{k}": v for k, v in (("step_seconds", perf.step_seconds),
                                            ("peak_memory_gib", perf.peak_memory_gib),
-                                           ("compile_seconds", perf.compile_seconds)) if v is not None}
+                                           ("compile_seconds", perf.compile_seconds),
+                                           ("warmup_seconds", perf.warmup_seconds)) if v is not None}
     metrics.log(last, **numbers)
 
 
