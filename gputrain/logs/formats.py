@@ -19,6 +19,7 @@ the libraries print them (fixtures produced by running each: ``tests/fixtures/lo
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -33,7 +34,32 @@ NUM = r"[-+]?(?:\d+\.?\d*|\.\d+|nan|NaN|inf|Inf)(?:[eE][-+]?\d+)?"
 ALIASES = {
     "learning_rate": "lr", "global_step": "step", "train/loss": "loss", "train/learning_rate": "lr",
     "actor/lr": "lr", "tok/sec": "tokens_per_s", "tps": "tokens_per_s", "train_samples_per_second": "samples_per_s",
+    "train_step_timing_s": "step_time_s",
 }
+#: A rate written as ``what/sec`` (MLX's "It/sec", "Tokens/sec"; "tok/s", "samples/s"): the standard key of its unit.
+_RATE_KEY_RE = re.compile(r"^([A-Za-z]+?)s?(?:/|_per_)(?:sec|s|second)$", re.IGNORECASE)
+_RATE_OF = {"it": "steps_per_s", "iter": "steps_per_s", "iteration": "steps_per_s", "step": "steps_per_s",
+            "batch": "steps_per_s", "tok": "tokens_per_s", "token": "tokens_per_s", "sample": "samples_per_s",
+            "seq": "samples_per_s", "sequence": "samples_per_s", "example": "samples_per_s"}
+#: A key that says its unit in words (NeMo's "train_step_timing in s"): ``train_step_timing_s``.
+_IN_UNIT_RE = re.compile(r"^(.+?) in (m?s)$")
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_key(key: str) -> str:
+    """The standard name of a metric key as another tool writes it (:data:`ALIASES`, a ``what/sec`` rate, a
+    ``name in s`` unit). Cached: a log repeats the same few keys millions of times."""
+    alias = ALIASES.get(key)
+    if alias is not None:
+        return alias
+    rate = _RATE_KEY_RE.match(key)
+    if rate:
+        return _RATE_OF.get(rate.group(1).lower(), key)
+    unit = _IN_UNIT_RE.match(key)
+    if unit:
+        key = f"{unit.group(1)}_{unit.group(2)}"
+        return ALIASES.get(key, key)
+    return key
 
 _NUM_RE = re.compile(rf"^\s*(?:np\.float\d*\(|np\.int\d*\(|tensor\()?({NUM})\)?\s*$")
 _HF_ITEM_RE = re.compile(r"'([A-Za-z_][^'\s]*)': '?([-+.\deE]+|-?nan|-?inf)'?(?=[,}])")  # simple classes: 2x faster
@@ -47,9 +73,10 @@ _RICH_BAR_RE = re.compile(
     r"^Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s+\S*\s*(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s+•\s+[-\d:]+\s+"
     r"(?P<rate>[\d.]+)(?P<unit>it/s|s/it)\s*(?P<post>.*)$"
 )
-_POSTFIX_RE = re.compile(rf"[,\s]([A-Za-z_][\w./-]*)[=:]\s*({NUM})")
+_POSTFIX_RE = re.compile(rf"[,\s]([A-Za-z_][\w./-]*(?: in m?s(?=[=:]))?)[=:]\s*({NUM})")
 _KV_RE = re.compile(
-    rf"(?:^|(?<=[\s,|;(\[]))([A-Za-z_][\w./-]*)(?:\s*[=:]\s*|\s+)({NUM}(?:,\d{{3}})*)(ms|s|%|GiB|GB)?(?![\w.])"
+    rf"(?:^|(?<=[\s,|;(\[]))([A-Za-z_][\w./-]*(?: in m?s(?=\s*[=:]))?)(?:\s*[=:]\s*|\s+)({NUM}(?:,\d{{3}})*)"
+    rf"(ms|s|%| ?GiB| ?GB)?(?![\w.])"
 )
 _NANOGPT_EVAL_RE = re.compile(rf"^step (\d+): train loss ({NUM}), val loss ({NUM})")
 _DS_STEP_RE = re.compile(rf"step=(\d+), skipped=(\d+), lr=\[({NUM})")
@@ -158,7 +185,7 @@ def parse_ours(text: str) -> LogRecord | None:
                 break
         number = finite(raw.strip())
         if number is not None and key:
-            name = ALIASES.get(key, key)
+            name = canonical_key(key)
             values[f"{name}_{unit}" if unit in ("ms", "m") else name] = number
     total = int(match.group(2)) if match.group(2) else None
     return _record("gputrain", text, values, step=int(match.group(1)), total=total)
@@ -176,7 +203,7 @@ def parse_tqdm(text: str, match: re.Match[str]) -> LogRecord:
     for key, raw in _POSTFIX_RE.findall(match.group("post") or ""):
         number = finite(raw)
         if key != "v_num" and number is not None:
-            values[ALIASES.get(key, key)] = number
+            values[canonical_key(key)] = number
     n, total = int(match.group("n")), int(match.group("total"))
     # A bar is training unless its name says otherwise (data loading, tokenizing); fairseq-style "epoch 001"
     # and a bar that shows a loss are training whatever they are called.
@@ -205,7 +232,7 @@ def parse_rich_bar(text: str) -> LogRecord | None:
     for key, raw in _POSTFIX_RE.findall(" " + match.group("post")):
         number = finite(raw)
         if number is not None and key != "v_num":
-            values[key] = number
+            values[canonical_key(key)] = number
     epoch, n, total = int(match.group("epoch")), int(match.group("n")), int(match.group("total"))
     values["epoch"] = float(epoch)
     return _record("lightning", text, values, step=epoch * total + n)
@@ -274,6 +301,7 @@ def parse_kv(text: str) -> LogRecord | None:
     step: int | None = None
     cursor = 0  # where the last measure's name was found: findall is faster than finditer and keys come in order
     for key, raw, unit in _KV_RE.findall(text):
+        unit = unit.lstrip()
         written, low = key, key.lower()
         raw = raw.replace(",", "")
         if low in _STEP_KEYS and step is None and raw.isdigit():  # not "1e5": int() would raise
@@ -286,7 +314,7 @@ def parse_kv(text: str) -> LogRecord | None:
             key = f"step_time_{unit}"
         elif low in _CASED_KEYS:  # "Loss 0.51" (CGCNN, Keras-style prints) is the loss
             key = low
-        elif low == "memory" and unit in ("GiB", "GB"):
+        elif low in ("memory", "mem", "peak") and unit in ("GiB", "GB"):  # MLX: "Peak mem 9.707 GB"
             key = "gpu_mem_gib"
         elif low == "rate" and "earning " in text:
             at = text.find(written, cursor)
@@ -297,7 +325,7 @@ def parse_kv(text: str) -> LogRecord | None:
             split = _split_of(text, at)
             if split:
                 key = f"{split}_{key}"
-        values[ALIASES.get(key, key)] = number
+        values[canonical_key(key)] = number
     if not any(_MEASURE_RE.search(k.lower()) for k in values) and (step is None or not values):
         return None
     return _record("kv", text, values, step=step)

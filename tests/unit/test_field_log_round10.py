@@ -1,0 +1,142 @@
+"""The mechanisms the ``wild10`` field logs (and #30's leftovers) showed missing, one per test, on lines of the
+shapes those logs have and their siblings' wordings: each a rule about words every tool of a kind prints, not
+about one log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputrain.doctor import prescribe
+from gputrain.logs.fatal import scan
+from gputrain.logs.parse import parse_line
+from gputrain.logs.summarize import summarize
+
+
+def _summary(text: str, tmp_path: Path) -> dict[str, Any]:
+    log = tmp_path / "x.log"
+    log.write_text(text + "\n")
+    return summarize(log, write=False)
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: \n        CUDA Setup failed despite GPU being available. Please run the following",  # bitsandbytes
+    "AssertionError: \nThe NVIDIA driver on your system is too old (found version 10010).",
+])
+def test_an_exceptions_message_on_the_next_line_indented_or_not_is_its_message(text: str, tmp_path: Path) -> None:
+    summary = _summary(text, tmp_path)
+    assert summary["state"] == "FAILED"
+    assert text.split("\n")[1].strip()[:30] in summary["failure"], summary["failure"]
+
+
+@pytest.mark.parametrize("words", ["pure virtual method called", "terminate called without an active exception",
+                                   "terminate called recursively"])
+def test_the_cxx_runtimes_own_abort_words_are_the_cause_and_the_sigabrt_their_echo(words: str,
+                                                                                   tmp_path: Path) -> None:
+    text = (f"{words}\nE1019 08:21:39.599000 3036 torch/distributed/elastic/multiprocessing/api.py:874] failed "
+            "(exitcode: -6) local_rank: 0 (pid: 3042) of binary: /usr/bin/python")
+    summary = _summary(text, tmp_path)
+    assert summary["state"] == "FAILED" and words in summary["failure"], summary["failure"]
+
+
+def test_a_step_slurm_ended_for_a_task_failure_is_failed_and_the_tasks_own_error_comes_first(tmp_path: Path) -> None:
+    verdict = "slurmstepd: error: *** STEP 77.0 ON n1 CANCELLED AT 2026-04-29T23:36:37 DUE TO TASK FAILURE ***"
+    alone = _summary(verdict + "\nsrun: error: n1: tasks 0-2: Terminated", tmp_path)
+    assert alone["state"] == "FAILED" and "tasks failed" in alone["failure"], alone["failure"]  # was CANCELLED
+    both = _summary("ValueError: bad shard index 9\n" + verdict, tmp_path)
+    assert both["state"] == "FAILED" and "bad shard index" in both["failure"], both["failure"]
+
+
+@pytest.mark.parametrize("first", ["srun: error: n4: task 0: Exited with exit code 255",
+                                   "slurmstepd: error: *** STEP 5.0 ON n4 CANCELLED AT 2026-01-01T00:00:00 DUE TO "
+                                   "TASK FAILURE ***"])
+def test_tasks_srun_kills_after_another_task_failed_are_its_teardown_not_the_oom_killer(first: str,
+                                                                                         tmp_path: Path) -> None:
+    summary = _summary(f"srun: Job step aborted: Waiting up to 302 seconds for job step to finish.\n{first}\n"
+                       "srun: error: n4: tasks 1-3: Killed", tmp_path)
+    remedy = prescribe(summary, None)
+    assert summary["root_cause"]["kind"] != "host_oom", summary["failure"]
+    assert remedy is None or "memory" not in remedy.text
+    alone = _summary("srun: error: n4: tasks 1-3: Killed", tmp_path)  # no failure before it: still the OOM killer
+    assert alone["root_cause"]["kind"] == "host_oom"
+
+
+@pytest.mark.parametrize(("line", "state", "words"), [
+    ("W1221 17:13:59.240000 46660 torch/distributed/elastic/agent/server/api.py:704] Received 1 death signal, "
+     "shutting down workers", "FAILED", "SIGHUP"),
+    ("WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGTERM death signal, shutting down "
+     "workers", "FAILED", "SIGTERM"),
+    ("Received Signals.SIGINT death signal, shutting down workers", "CANCELLED", "SIGINT"),
+])
+def test_the_launchers_own_death_by_a_signal_ends_the_run_and_names_the_signal(line: str, state: str, words: str,
+                                                                               tmp_path: Path) -> None:
+    summary = _summary("{'loss': 0.151, 'epoch': 0.29}\n" + line, tmp_path)
+    assert summary["state"] == state
+    if state == "FAILED":
+        assert words in summary["failure"], summary["failure"]
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: [enforce fail at inline_container.cc:471] . PytorchStreamWriter failed writing file data/3: file wr",
+    "RuntimeError: [enforce fail at inline_container.cc:664] . unexpected pos 704 vs 598",
+    "wandb: ERROR Run 7xk2ab9q errored: OSError(28, 'No space left on device')",
+])
+def test_torch_saves_writer_failing_and_a_repr_of_enospc_are_a_full_disk(line: str, tmp_path: Path) -> None:
+    summary = _summary("{'loss': 0.41, 'epoch': 0.5}\n" + line, tmp_path)
+    remedy = prescribe(summary, None)
+    assert summary["root_cause"]["kind"] == "disk_full" and remedy is not None and "disk" in remedy.text
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("wandb: ERROR Run 7xk2ab9q errored: OSError(28, 'No space left on device')", "disk_full"),
+    ("Trial train_fn_1 failed with RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')", "cuda_oom"),
+    ("worker 3 crashed: ValueError('label 12 out of range')", "exception"),
+])
+def test_an_exception_shown_as_its_repr_after_the_word_that_it_ended_the_run_is_the_cause(line: str,
+                                                                                          kind: str) -> None:
+    found = scan(line)
+    assert found and found[0].kind == kind and found[0].exception, found
+
+
+def test_a_repr_in_a_retry_or_warning_line_is_no_failure() -> None:
+    assert not scan("wandb: Network error (ConnectionError), entering retry loop.")
+    assert not scan("Retrying after ConnectionError('reset by peer') (attempt 2/5)")
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+    "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+    "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    "OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
+])
+def test_a_cuda_stack_that_does_not_fit_the_machine_is_its_own_cause_with_a_driver_remedy(line: str,
+                                                                                          tmp_path: Path) -> None:
+    summary = _summary(line, tmp_path)
+    remedy = prescribe(summary, None)
+    assert summary["root_cause"]["kind"] == "cuda_setup", summary["root_cause"]
+    assert remedy is not None and "driver" in remedy.text and "CUDA_LAUNCH_BLOCKING" not in remedy.text
+
+
+def test_a_ctrl_c_read_off_a_bare_log_is_named_as_the_interrupt_not_a_users_cancel(tmp_path: Path) -> None:
+    summary = _summary("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    main()\n"
+                       "KeyboardInterrupt", tmp_path)
+    assert summary["state"] == "CANCELLED" and "interrupted (Ctrl-C" in summary["failure"], summary["failure"]
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("Iter 20: Train loss 2.135, Learning Rate 1.000e-05, It/sec 0.189, Tokens/sec 281.103, Trained Tokens 35004, "
+     "Peak mem 9.707 GB", {"loss": 2.135, "lr": 1e-05, "steps_per_s": 0.189, "tokens_per_s": 281.103,
+                           "gpu_mem_gib": 9.707}),  # MLX
+    ("Training epoch 0, iteration 125/149 | lr: 3e-05 | reduced_train_loss: 1.34 | train_step_timing in s: 0.03147",
+     {"reduced_train_loss": 1.34, "step_time_s": 0.03147}),  # NeMo 2
+    ("Epoch 0:   1%|          | 795/77225 [9:07:58<878:01:48, 41.36s/it, v_num=, reduced_train_loss=3.090, "
+     "global_step=794.0, train_step_timing in s=41.2]", {"reduced_train_loss": 3.09, "step_time_s": 41.2}),  # NeMo 1
+    ("step 10 | loss 2.3 | samples/s 12.5 | iter/s 3.1", {"loss": 2.3, "samples_per_s": 12.5, "steps_per_s": 3.1}),
+])
+def test_rate_and_unit_keys_are_read_as_the_standard_metric(line: str, expected: dict[str, float]) -> None:
+    values = parse_line(line).values
+    for key, value in expected.items():
+        assert values.get(key) == pytest.approx(value), (key, values)
