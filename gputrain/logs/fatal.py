@@ -101,7 +101,7 @@ _CXX_ABORTS = ("pure virtual method called", "terminate called without an active
                "terminate called recursively")
 _CXX_LAST_WORDS = ("terminate called", "libc++abi", *_CXX_ABORTS)
 #: The child's end an echo carries (Python's ``CalledProcessError``: "returned non-zero exit status -11").
-_EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)")
+_EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)|died with <Signals\.SIG[A-Z]+: (\d+)>")
 #: Windows' NTSTATUS codes a crashed process exits with (3221225477 = 0xC0000005).
 _WINDOWS_STATUS = {0xC0000005: "access violation", 0xC00000FD: "stack overflow", 0xC0000409: "stack buffer overrun",
                    0xC000001D: "illegal instruction"}
@@ -119,8 +119,13 @@ _OTHER_LIMITS = (
 )
 #: Slurm's own words that a node died under a step, or that it refused the job before it ran (with its reason).
 _SRUN_NODE_FAIL_RE = re.compile(r"^srun: error: Node failure on (?P<host>\S+)")
-_REFUSED_RE = re.compile(r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Batch job submission failed)"
+_REFUSED_RE = re.compile(r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Batch job submission failed|"
+                         r"Unable to create step for job \d+|task \d+ launch failed)"
                          r": (?P<reason>.+)$")
+#: torch's DataLoader worker reports its own crash before the main process raises ("ERROR: Unexpected
+#: segmentation fault encountered in worker."; a bus error there is a full /dev/shm most often).
+_WORKER_CRASH_RE = re.compile(r"Unexpected (?P<how>segmentation fault|bus error|floating point exception) "
+                              r"encountered in worker", re.IGNORECASE)
 _CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
                        r"(?: \(core dumped\))?\s*$|^Fatal Python error: ")
 #: Exceptions that echo another rank's (or process's) failure rather than cause one.
@@ -272,7 +277,8 @@ def _scan(text: str) -> list[Fatal]:
                 out.append(found)
                 status = _EXIT_STATUS_RE.search(found.message or "") if found.group == "consequence" else None
                 if status:  # the echo still says how the child ended: that is the launcher's account
-                    out.append(_launcher_exit(index, rank, int(status.group(1)), None, line))
+                    code = int(status.group(1)) if status.group(1) else -int(status.group(2))  # a signal: -N
+                    out.append(_launcher_exit(index, rank, code, None, line))
                 continue
         event = _event(index, rank, first, following) or _glog_fatal(index, rank, raw[index], first)
         if event is not None:
@@ -364,6 +370,11 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         if pattern.search(line):
             return Fatal(kind, f"{what}: {line.strip()[:200]}", index, group="verdict" if state != "FAILED" else
                          "worker", state=state, evidence=line[:500])
+    if "encountered in worker" in line:
+        worker = _WORKER_CRASH_RE.search(line)
+        if worker:
+            kind = "shm" if _SHM_RE.search(line) else "signal"
+            return Fatal(kind, f"a data loader worker crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
     crash = _CRASH_RE.search(line)
     if crash:
         return Fatal("signal", f"the process crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
@@ -374,7 +385,9 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
                          host=node.group("host"), group="verdict", state="NODE_FAIL", evidence=line[:500])
         refused = _REFUSED_RE.match(line)
         if refused:
-            return Fatal("setup", f"Slurm refused the job: {refused.group('reason')[:200]}", index, group="verdict",
+            what = "Slurm refused the job" if "rror: Unable to allocate" in line or "submission" in line else \
+                "Slurm could not start the step"
+            return Fatal("setup", f"{what}: {refused.group('reason')[:200]}", index, group="verdict",
                          state="FAILED", evidence=line[:500])
     if line.startswith("srun: error:"):
         match = _SRUN_TASK_RE.match(line)
@@ -412,7 +425,7 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         if match:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
     if line.startswith(_CXX_ABORTS):
-        return Fatal("exception", f"the C++ runtime aborted the process: {line.strip()}", index, rank,
+        return Fatal("signal", f"the C++ runtime aborted the process (SIGABRT): {line.strip()}", index, rank,
                      message=line.strip(), evidence=line[:500])
     if line.startswith(("terminate called after", "libc++abi")):
         thrown = _TERMINATE_RE.match(line) or _LIBCXX_TERMINATE_RE.match(line)

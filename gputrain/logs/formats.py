@@ -94,6 +94,9 @@ _CASED_KEYS = frozenset({"loss", "lr", "accuracy", "acc", "epoch"})
 _PIPE_FIELD_RE = re.compile(rf"^\s*([A-Za-z][\w ./-]*?)\s*:\s*({NUM})\s*$")
 _PIPE_HEAD_RE = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*$")
 _PIPE_KEYS = {"lm_loss": "loss", "learning_rate": "lr", "elapsed_time_per_iteration_(ms)": "step_time_ms"}
+#: Megatron's evaluation line: `` validation loss at iteration 150 on test set | lm loss value: 1.1E+01 | lm loss PPL:
+#: 1.3E+05 |`` (also "at the end of training for val data"): the split's loss and perplexity.
+_PIPE_EVAL_RE = re.compile(r"^\s*validation loss at (?:iteration (\d+))?")
 
 
 def finite(text: str) -> float | None:
@@ -336,7 +339,7 @@ def parse_pipes(text: str) -> LogRecord | None:
     fields = text.split("|")
     head = _PIPE_HEAD_RE.match(fields[0])
     if head is None:
-        return None
+        return _parse_pipes_eval(fields)
     values: dict[str, float] = {}
     for field in fields[1:]:
         match = _PIPE_FIELD_RE.match(field)
@@ -346,3 +349,23 @@ def parse_pipes(text: str) -> LogRecord | None:
             if number is not None:
                 values[_PIPE_KEYS.get(key, key)] = number
     return _record("megatron", text, values, step=int(head.group(1)), total=int(head.group(2))) if values else None
+
+
+def _parse_pipes_eval(fields: list[str]) -> LogRecord | None:
+    """Megatron's evaluation line (:data:`_PIPE_EVAL_RE`): ``lm loss value`` is the split's loss (``val_loss``,
+    ``test_loss`` "on test set"), ``lm loss PPL`` its perplexity (``val_ppl``)."""
+    head = _PIPE_EVAL_RE.match(fields[0])
+    if head is None:
+        return None
+    split = "test" if "test" in fields[0] else "val"
+    values: dict[str, float] = {}
+    for field in fields[1:]:
+        match = _PIPE_FIELD_RE.match(field)
+        number = finite(match.group(2)) if match else None
+        if match is None or number is None:
+            continue
+        key = "_".join(match.group(1).lower().split()).removesuffix("_value")
+        key = "ppl" if key.endswith("_ppl") else _PIPE_KEYS.get(key, key)
+        values[f"{split}_{key}"] = number
+    step = int(head.group(1)) if head.group(1) else None
+    return _record("megatron", "|".join(fields), values, step=step) if values else None

@@ -140,3 +140,34 @@ def test_rate_and_unit_keys_are_read_as_the_standard_metric(line: str, expected:
     values = parse_line(line).values
     for key, value in expected.items():
         assert values.get(key) == pytest.approx(value), (key, values)
+
+
+@pytest.mark.parametrize(("line", "kind", "words"), [
+    # Python's CalledProcessError for a child a signal killed (a launcher's echo that still says how it ended)
+    ("subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py']' died with <Signals.SIGKILL: 9>.",
+     "host_oom", "SIGKILL"),
+    ("subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGSEGV: 11>.",
+     "signal", "SIGSEGV"),
+    # torch's DataLoader worker's own report of its crash
+    ("ERROR: Unexpected segmentation fault encountered in worker.", "signal", "data loader worker crashed"),
+    ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+     "shm", "data loader worker crashed"),
+    # srun could not start the step's tasks
+    ("srun: error: task 0 launch failed: Error configuring interconnect", "setup", "could not start the step"),
+])
+def test_launchers_and_loaders_own_words_about_a_child_that_died_or_never_started(line: str, kind: str, words: str,
+                                                                                  tmp_path: Path) -> None:
+    summary = _summary("step 1 | loss 2.0\n" + line, tmp_path)
+    assert summary["state"] == "FAILED" and summary["root_cause"]["kind"] == kind, summary["root_cause"]
+    assert words in summary["failure"], summary["failure"]
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    (" validation loss at iteration 150 on test set | lm loss value: 1.177732E+01 | lm loss PPL: 1.302641E+05 | ",
+     {"test_loss": 11.77732, "test_ppl": 130264.1}),
+    (" validation loss at iteration 1000 | lm loss value: 2.440000E+00 | lm loss PPL: 1.147304E+01 | ",
+     {"val_loss": 2.44, "val_ppl": 11.47304}),
+])
+def test_megatrons_evaluation_line_is_the_splits_loss_and_perplexity(line: str, expected: dict[str, float]) -> None:
+    record = parse_line(line)
+    assert record.values == pytest.approx(expected)  # was {"value": …, "PPL": …}
