@@ -46,7 +46,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "nccl",
         re.compile(
-            r"NCCL error|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error|"
+            r"NCCL [Ee]rror|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error|Timeout at NCCL work|"
             r"Watchdog caught collective operation timeout|NCCL communicator was aborted|"
             r"ProcessGroupNCCL.*(?:timed out|Timeout)"
         ),

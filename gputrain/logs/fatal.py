@@ -75,6 +75,11 @@ _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
 _DEATH_SIGNAL_RE = re.compile(r"Received (?:Signals\.)?(?P<sig>SIG[A-Z]+|\d+) death signal")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
+#: torch's NCCL heartbeat monitor: the watchdog itself hung, and the process is killed after a debug dump.
+_HEARTBEAT = "Heartbeat monitor timed out"
+#: slurmstepd gave up on processes that did not die when signalled (stuck in uninterruptible I/O, most often).
+_STEPD_TERMINATED_RE = re.compile(r"\*\*\* (?:JOB|STEP) \S+ STEPD TERMINATED ON (?P<host>\S+) AT \S+ DUE TO JOB NOT "
+                                  r"ENDING WITH SIGNALS \*\*\*")
 #: A glog/absl line at severity E or F (``E0101 12:00:00.000123  1234 file.cc:42] message``): how XLA, JAX,
 #: TensorFlow, gRPC and Abseil-based C++ report, often with no Python exception after it. An F line is fatal by
 #: definition (the process aborts after it); an E line counts only with an absl status code in it
@@ -449,6 +454,16 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     if line.startswith("Detected KeyboardInterrupt"):  # Lightning's word that Ctrl-C (SIGINT) stopped the fit
         return Fatal("cancelled", f"interrupted (Ctrl-C, SIGINT): {line.strip()[:200]}", index, rank, state="CANCELLED",
                      evidence=line[:500])
+    if _HEARTBEAT in line:
+        return Fatal("nccl", f"NCCL heartbeat monitor timed out (the watchdog hung): {line.strip()[:200]}", index, rank,
+                     evidence=line[:500])
+    if "STEPD TERMINATED" in line:
+        stuck = _STEPD_TERMINATED_RE.search(line)
+        if stuck:
+            host = stuck.group("host")
+            return Fatal("signal", f"the job's processes on {host} did not end when Slurm signalled them (stuck, "
+                         "most often in I/O): Slurm gave up on the step", index, host=host, group="launcher",
+                         evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
     fault = _cuda_fault(index, rank, line)

@@ -171,3 +171,22 @@ def test_launchers_and_loaders_own_words_about_a_child_that_died_or_never_starte
 def test_megatrons_evaluation_line_is_the_splits_loss_and_perplexity(line: str, expected: dict[str, float]) -> None:
     record = parse_line(line)
     assert record.values == pytest.approx(expected)  # was {"value": …, "PPL": …}
+
+
+@pytest.mark.parametrize(("line", "kind", "words"), [
+    ("torch.distributed.DistBackendError: [Rank 0]: Timeout at NCCL work: 12, last enqueued NCCL work: 12, last "
+     "completed NCCL work: 11.", "nccl", "Timeout at NCCL work"),  # torch 2.4+ when the abort reaches Python
+    ("RuntimeError: NCCL Error 2: unhandled system error (run with NCCL_DEBUG=INFO for details)", "nccl", "NCCL Error"),
+    ("[rank3]:[E1120 10:00:00.123 ProcessGroupNCCL.cpp:1316] [PG 0 Rank 3] Heartbeat monitor timed out! Process will "
+     "be terminated after dumping debug info.", "nccl", "heartbeat monitor timed out"),
+    ("slurmstepd: error: *** JOB 12 STEPD TERMINATED ON n1 AT 2024-01-01T00:00:00 DUE TO JOB NOT ENDING WITH SIGNALS "
+     "***", "signal", "did not end when Slurm signalled them"),
+])
+def test_nccl_and_slurm_wordings_of_a_hang_end_the_run_with_their_kind(line: str, kind: str, words: str,
+                                                                       tmp_path: Path) -> None:
+    summary = _summary("step 1 | loss 2.0\n" + line, tmp_path)
+    assert summary["state"] == "FAILED" and summary["root_cause"]["kind"] == kind, summary["root_cause"]
+    assert words in summary["failure"], summary["failure"]
+    if kind == "nccl":
+        remedy = prescribe(summary, None)
+        assert remedy is not None and "--debug" in remedy.text
