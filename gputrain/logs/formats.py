@@ -37,7 +37,8 @@ ALIASES = {
     "train_step_timing_s": "step_time_s",
 }
 #: A rate written as ``what/sec`` (MLX's "It/sec", "Tokens/sec"; "tok/s", "samples/s"): the standard key of its unit.
-_RATE_KEY_RE = re.compile(r"^([A-Za-z]+?)s?(?:/|_per_)(?:sec|s|second)$", re.IGNORECASE)
+_RATE_KEY_RE = re.compile(r"^([A-Za-z]+?)s?(?:/|_per_)(?:sec|s|second)(?P<per>/device|/gpu|_per_(?:device|gpu))?$",
+                          re.IGNORECASE)
 _RATE_OF = {"it": "steps_per_s", "iter": "steps_per_s", "iteration": "steps_per_s", "step": "steps_per_s",
             "batch": "steps_per_s", "tok": "tokens_per_s", "token": "tokens_per_s", "sample": "samples_per_s",
             "seq": "samples_per_s", "sequence": "samples_per_s", "example": "samples_per_s"}
@@ -54,7 +55,8 @@ def canonical_key(key: str) -> str:
         return alias
     rate = _RATE_KEY_RE.match(key)
     if rate:
-        return _RATE_OF.get(rate.group(1).lower(), key)
+        standard = _RATE_OF.get(rate.group(1).lower())
+        return key if standard is None else standard + ("_per_gpu" if rate.group("per") else "")
     unit = _IN_UNIT_RE.match(key)
     if unit:
         key = f"{unit.group(1)}_{unit.group(2)}"
@@ -89,7 +91,11 @@ _DS_TIME_RE = re.compile(r"^\[Rank (\d+)\] time \(ms\) \| (.*)$")
 _STEP_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it"})
 _EVAL_BARS = ("Validation", "Sanity", "Testing", "Predicting", "Evaluat")
 _EPOCH_RE = re.compile(r"Epoch (\d+)")
+_EPOCH_STEP_RE = re.compile(r"(?:^|\s)(\d+)\|(\d+)\|$")
 _CASED_KEYS = frozenset({"loss", "lr", "accuracy", "acc", "epoch"})
+#: Metric names written as two words, the value after the second ("Learning Rate 1e-5", "Grad Norm: 0.95").
+_COMPOUNDS = {("learning", "rate"): "lr", ("grad", "norm"): "grad_norm", ("gradient", "norm"): "grad_norm"}
+_SECOND_WORDS = frozenset(second for _, second in _COMPOUNDS)
 #: Megatron-LM / Megatron-DeepSpeed: `` iteration   5426/  250000 | lm loss: 2.3 | grad norm: nan |``
 _PIPE_FIELD_RE = re.compile(rf"^\s*([A-Za-z][\w ./-]*?)\s*:\s*({NUM})\s*$")
 _PIPE_HEAD_RE = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*$")
@@ -207,7 +213,14 @@ def parse_tqdm(text: str, match: re.Match[str]) -> LogRecord:
         number = finite(raw)
         if key != "v_num" and number is not None:
             values[canonical_key(key)] = number
+    if ":" in desc:  # a description that carries values (torchtune: "1|12|Loss: 1.043"), read as the postfix is
+        for key, raw in _POSTFIX_RE.findall(" " + desc):
+            number = finite(raw)
+            if number is not None:
+                values[key.lower() if key.lower() in _CASED_KEYS else canonical_key(key)] = number
     n, total = int(match.group("n")), int(match.group("total"))
+    counted = _EPOCH_STEP_RE.search(text, 0, match.start()) if desc and text[match.start() - 1:match.start()] == "|" \
+        else None
     # A bar is training unless its name says otherwise (data loading, tokenizing); fairseq-style "epoch 001"
     # and a bar that shows a loss are training whatever they are called.
     low = desc.lower()
@@ -217,7 +230,9 @@ def parse_tqdm(text: str, match: re.Match[str]) -> LogRecord:
         return _record("tqdm", text, {}, kind="text")
     fmt, step = "tqdm", n
     epoch = _EPOCH_RE.match(desc)
-    if epoch:  # Lightning: n/total counts batches within the epoch
+    if counted:  # torchtune's "{epoch}|{global step}|" before its description: the step is the global one
+        values["epoch"], step = float(counted.group(1)), int(counted.group(2))
+    elif epoch:  # Lightning: n/total counts batches within the epoch
         fmt = "lightning"
         values["epoch"] = float(epoch.group(1))
         step = int(epoch.group(1)) * total + n
@@ -319,9 +334,10 @@ def parse_kv(text: str) -> LogRecord | None:
             key = low
         elif low in ("memory", "mem", "peak") and unit in ("GiB", "GB"):  # MLX: "Peak mem 9.707 GB"
             key = "gpu_mem_gib"
-        elif low == "rate" and "earning " in text:
+        elif low in _SECOND_WORDS:  # "Learning Rate 1e-5" (MLX), "Grad Norm: 0.95": two words, one metric
             at = text.find(written, cursor)
-            key = "lr" if text[max(0, at - 9):at].lower() == "learning " else key
+            before = text[max(0, at - 10):at].split()
+            key = _COMPOUNDS.get((before[-1].lower() if before else "", low), key)
         if _MEASURE_RE.search(low):
             at = text.find(written, cursor)
             cursor = at + len(written)

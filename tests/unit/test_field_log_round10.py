@@ -190,3 +190,27 @@ def test_nccl_and_slurm_wordings_of_a_hang_end_the_run_with_their_kind(line: str
     if kind == "nccl":
         remedy = prescribe(summary, None)
         assert remedy is not None and "--debug" in remedy.text
+
+
+@pytest.mark.parametrize(("line", "step", "expected"), [
+    # torchtune's bar: "{epoch}|{global step}|Loss: {loss}" as the description (was read as no metric at all)
+    ("1|12|Loss: 1.0432602167129517: 100%|██████████| 12/12 [00:30<00:00,  2.50s/it]", 12,
+     {"loss": 1.0432602167129517, "epoch": 1.0}),
+    ("3|1500|Loss: 0.8123:  45%|████▌     | 450/1000 [10:00<12:13,  1.33s/it]", 1500, {"loss": 0.8123, "epoch": 3.0}),
+    # MaxText: a per-device rate
+    ("completed step: 10, seconds: 1.234, TFLOP/s/device: 123.4, Tokens/s/device: 5678.9, loss: 10.123", 10,
+     {"loss": 10.123, "tokens_per_s_per_gpu": 5678.9}),
+    # two words, one metric
+    ("Step 500 | Train Loss: 2.3456 | LR: 3.0e-04 | Grad Norm: 0.95 | Tokens/s: 12345", 500,
+     {"loss": 2.3456, "lr": 3e-4, "grad_norm": 0.95, "tokens_per_s": 12345.0}),
+])
+def test_values_in_a_bars_description_per_device_rates_and_two_word_names(line: str, step: int,
+                                                                            expected: dict[str, float]) -> None:
+    record = parse_line(line)
+    assert record.kind == "metrics" and record.step == step, record
+    for key, value in expected.items():
+        assert record.values.get(key) == pytest.approx(value), (key, record.values)
+
+
+def test_a_bar_whose_description_has_no_values_is_still_no_metric_line() -> None:
+    assert parse_line("Tokenizing: 100%|██████████| 10/10 [00:00<00:00, 50.0it/s]").kind != "metrics"
