@@ -214,3 +214,16 @@ def test_values_in_a_bars_description_per_device_rates_and_two_word_names(line: 
 
 def test_a_bar_whose_description_has_no_values_is_still_no_metric_line() -> None:
     assert parse_line("Tokenizing: 100%|██████████| 10/10 [00:00<00:00, 50.0it/s]").kind != "metrics"
+
+
+@pytest.mark.parametrize("end", [
+    "100 epochs completed in 1.234 hours.",  # Ultralytics
+    "(main_task pid=1234) Final validation metrics: {'val/test_score/openai/gsm8k': 0.71}",  # verl
+    "[07/12 10:00:00 d2.engine.hooks]: Total training time: 1:24:30 (0:00:45 on hooks)",  # detectron2
+])
+def test_more_trainers_own_words_that_training_ended(end: str, tmp_path: Path) -> None:
+    assert _summary("step 1 | loss 2.0\nstep 2 | loss 1.5\n" + end, tmp_path)["state"] == "COMPLETED"
+
+
+def test_an_epoch_count_in_a_plan_is_no_end(tmp_path: Path) -> None:
+    assert _summary("Training for 100 epochs...\nstep 1 | loss 2.0", tmp_path)["state"] == "UNKNOWN"
