@@ -227,3 +227,12 @@ def test_more_trainers_own_words_that_training_ended(end: str, tmp_path: Path) -
 
 def test_an_epoch_count_in_a_plan_is_no_end(tmp_path: Path) -> None:
     assert _summary("Training for 100 epochs...\nstep 1 | loss 2.0", tmp_path)["state"] == "UNKNOWN"
+
+
+def test_rays_memory_monitor_killing_workers_is_the_hosts_oom(tmp_path: Path) -> None:
+    summary = _summary("step 1 | loss 2.0\n(raylet) node_manager.cc:3007: 1 Workers (tasks / actors) killed due to "
+                       "memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 3a5f, IP: 10.0.0.1) "
+                       "over the last time period.", tmp_path)
+    remedy = prescribe(summary, None)
+    assert summary["state"] == "FAILED" and summary["root_cause"]["kind"] == "host_oom"
+    assert remedy is not None and "memory" in remedy.text
