@@ -50,15 +50,18 @@ STOP_CAUSES = ("preemption", "time_limit", "requested")
 
 PENDING, RUNNING, REQUEUED = "PENDING", "RUNNING", "REQUEUED"
 COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED = "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED"
+NODE_FAIL = "NODE_FAIL"
+"""A node of the job failed under it (Slurm's NODE_FAIL): nothing in the job was wrong; Slurm may requeue it."""
 LOST = "LOST"
 """The runner lost the job (a RunPod run whose connection dropped and whose exit code never came back)."""
 UNKNOWN = "UNKNOWN"
 
-STATES = (PENDING, RUNNING, REQUEUED, COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, LOST, UNKNOWN)
+STATES = (PENDING, RUNNING, REQUEUED, COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, LOST, UNKNOWN)
 FINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, LOST})
 """States a job never leaves."""
-ENDED_STATES = FINAL_STATES | {PREEMPTED}
-"""No process of the job runs: final, or preempted (a scheduler may requeue it, and then it runs again)."""
+ENDED_STATES = FINAL_STATES | {PREEMPTED, NODE_FAIL}
+"""No process of the job runs: final, or preempted or its node failed (a scheduler may requeue it, and then it runs
+again)."""
 LIVE_STATES = frozenset({PENDING, RUNNING, REQUEUED})
 
 
@@ -90,7 +93,8 @@ def end_state(exit_code: int | None, markers: Iterable[str] = (), facts: Backend
     Order: exit 0 is COMPLETED (a stale marker of an earlier attempt does not undo a resumed run that
     finished); a user's cancel wins over PREEMPTED (the runtime checkpoints on any SIGTERM, so a cancelled run
     also leaves PREEMPTED and exits 75); a lost runner is LOST; the scheduler's or the log's time limit, or the
-    TIMEOUT marker (checkpointed at the limit, not requeued), is TIMEOUT; a PREEMPTED marker, exit 75 or the
+    TIMEOUT marker (checkpointed at the limit, not requeued), is TIMEOUT; a node failure the scheduler or the log
+    names is NODE_FAIL; a PREEMPTED marker, exit 75 or the
     scheduler's preemption is PREEMPTED; any other code FAILED.
     """
     facts = facts or BackendFacts()
@@ -106,6 +110,8 @@ def end_state(exit_code: int | None, markers: Iterable[str] = (), facts: Backend
         return Ending(LOST, "the connection to the job was lost before it reported an exit code")
     if sched == TIMEOUT or "time_limit" in causes or TIMEOUT_MARKER in present:
         return Ending(TIMEOUT, "time limit reached")
+    if sched == NODE_FAIL:  # the processes died with the node: their exit code says nothing
+        return Ending(NODE_FAIL, "a node of the job failed (Slurm NODE_FAIL)")
     if (PREEMPTED_MARKER in present or exit_code == REQUEUE_EXIT_CODE or sched == PREEMPTED
             or "preempted" in causes):
         return Ending(PREEMPTED, "checkpointed and stopped for a requeue (preemption signal)")

@@ -44,6 +44,10 @@ _WITHOUT_A_SETTING = {
                   "range: a label or token id past the number of classes or the vocabulary): rerun with "
                   "CUDA_LAUNCH_BLOCKING=1 (--set env.CUDA_LAUNCH_BLOCKING=1) so the error names the operation that "
                   "failed, and check the data's ids",
+    "cuda_setup": "the CUDA stack does not fit this machine (the NVIDIA driver older than the CUDA runtime the "
+                  "build needs, no kernel for this GPU's architecture, or the CUDA libraries not found): update the "
+                  "NVIDIA driver, or install the build made for the driver's CUDA version and this GPU (nvidia-smi "
+                  "shows both); no training setting fixes it",
     "kernel_resources": "a GPU kernel (Triton, torch.compile) asked for more shared memory or registers per block "
                         "than this GPU has, most often a block size or num_stages tuned for a larger GPU: lower "
                         "the kernel's block sizes or num_stages, or turn off max-autotune",

@@ -54,7 +54,8 @@ LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail"
           "device_oom": "accelerator out of memory", "vllm_engine": "vLLM engine died",
           "fp16_overflow": "fp16 loss scale at its minimum", "disk_full": "disk full",
           "gpu_hardware": "GPU hardware fault", "cuda_error": "CUDA kernel fault", "process_died": "a worker died",
-          "shm": "shared memory (/dev/shm) full",
+          "shm": "shared memory (/dev/shm) full", "cuda_setup": "CUDA driver or libraries do not fit the build",
+          "task_failure": "a task of the Slurm step failed",
           "kernel_resources": "GPU kernel out of on-chip resources (shared memory or registers)"}
 #: The backend an out-of-memory message names (ROCm's PyTorch says "HIP out of memory" in CUDA's format).
 _BACKEND_RE = re.compile(r"\b(CUDA|HIP|XPU|MUSA|NPU)\b out of memory")
@@ -140,6 +141,8 @@ def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_cod
             # a CUDA OOM the message itself shows wins over the event's reading, a host OOM the words show over it
             out["kind"] = "cuda_oom" if out["kind"] == "cuda_oom" and event.kind != "host_oom" else event.kind
             out["label"] = LABELS.get(out["kind"], out["kind"])
+        if event.kind == "cancelled":  # a bare "KeyboardInterrupt" says what happened only to a Python reader
+            out["headline"] = f"interrupted (Ctrl-C, SIGINT): {out['headline']}"
         return out
     if event.kind == "nccl_timeout":
         watchdog = _WATCHDOG_RE.search(event.evidence)

@@ -42,11 +42,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"HIP out of memory|CUDA error: out of memory"
         ),
     ),
-    ("host_oom", re.compile(r"oom[-_]kill|Out of memory: Killed process", re.IGNORECASE)),
+    # the kernel's OOM killer, slurmstepd's oom-kill events, Ray's memory monitor ("1 Workers (tasks / actors) killed
+    # due to memory pressure (OOM)")
+    ("host_oom", re.compile(r"oom[-_]kill|Out of memory: Killed process|killed due to memory pressure", re.IGNORECASE)),
     (
         "nccl",
         re.compile(
-            r"NCCL error|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error|"
+            r"NCCL [Ee]rror|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error|Timeout at NCCL work|"
             r"Watchdog caught collective operation timeout|NCCL communicator was aborted|"
             r"ProcessGroupNCCL.*(?:timed out|Timeout)"
         ),

@@ -45,10 +45,13 @@ _EXC_RE = re.compile(
 _MODULE_EXC_RE = re.compile(r"^(?P<name>(?:[a-z_][a-z0-9_]*\.){2,}[A-Z][A-Za-z0-9]+)(?::\s+(?P<message>.*)|:)$")
 _SLURM_RE = re.compile(
     r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+)"
-    r"(?: DUE TO (?P<reason>[A-Z ]+?))?(?: on \S+)? \*\*\*"
+    r"(?: DUE TO (?P<reason>[A-Z ]+?))?(?:, [A-Z ]+)?(?: on \S+)? \*\*\*"
 )
+#: Why slurmstepd cancelled a job or step ("DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"). TASK FAILURE
+#: (Slurm 23.02+: one task of the step failed and ``--kill-on-bad-exit`` ended the rest) is no verdict of the
+#: scheduler's own: it is the launcher's account of a task's failure, read after the task's own words.
 _SLURM_REASONS = {"TIME LIMIT": ("time_limit", "TIMEOUT"), "PREEMPTION": ("preempted", "PREEMPTED"),
-                  "NODE FAILURE": ("node_fail", "NODE_FAIL")}
+                  "NODE FAILURE": ("node_fail", "NODE_FAIL"), "TASK FAILURE": ("task_failure", "FAILED")}
 _OOM_KILL_RE = re.compile(r"Detected (\d+) oom[-_]kill event", re.IGNORECASE)
 _SRUN_TASK_RE = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,-]+): (?P<how>.+)$")
 _ELASTIC_RE = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
@@ -67,8 +70,16 @@ _SHELL_DEATH_RE = re.compile(
 _SHELL_SIGNALS = {"killed": 9, "abort": 6, "aborted": 6, "segmentation fault": 11, "bus error": 7, "terminated": 15,
                   "illegal instruction": 4, "illegal hardware instruction": 4, "floating point exception": 8}
 _DS_LAUNCHER_RE = re.compile(r"exits with return code = (-?\d+)")
+#: torch elastic's agent got a signal itself and stops its workers ("Received 1 death signal, shutting down
+#: workers"; newer versions print the enum: "Received Signals.SIGHUP death signal").
+_DEATH_SIGNAL_RE = re.compile(r"Received (?:Signals\.)?(?P<sig>SIG[A-Z]+|\d+) death signal")
 _WATCHDOG_RE = re.compile(r"\[Rank (\d+)\]\s*Watchdog caught collective operation timeout")
 _VLLM_FATAL = "EngineCore encountered a fatal error"
+#: torch's NCCL heartbeat monitor: the watchdog itself hung, and the process is killed after a debug dump.
+_HEARTBEAT = "Heartbeat monitor timed out"
+#: slurmstepd gave up on processes that did not die when signalled (stuck in uninterruptible I/O, most often).
+_STEPD_TERMINATED_RE = re.compile(r"\*\*\* (?:JOB|STEP) \S+ STEPD TERMINATED ON (?P<host>\S+) AT \S+ DUE TO JOB NOT "
+                                  r"ENDING WITH SIGNALS \*\*\*")
 #: A glog/absl line at severity E or F (``E0101 12:00:00.000123  1234 file.cc:42] message``): how XLA, JAX,
 #: TensorFlow, gRPC and Abseil-based C++ report, often with no Python exception after it. An F line is fatal by
 #: definition (the process aborts after it); an E line counts only with an absl status code in it
@@ -77,6 +88,10 @@ _GLOG_RE = re.compile(r"(?:^|[\]:\s])(?P<severity>[EF])\d{4} \d\d:\d\d:\d\d\.\d+
 _ABSL_STATUS_RE = re.compile(r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|ABORTED|"
                              r"FAILED_PRECONDITION|DATA_LOSS|OUT_OF_RANGE|UNIMPLEMENTED|PERMISSION_DENIED): ")
 _HYDRA_FATAL = "Error executing job with overrides"
+#: An exception written as its Python ``repr`` after a word that the run ended on it: wandb's sweep agent says
+#: "Run 7xk2 errored: OSError(28, 'No space left on device')"; the same shape as "failed with RuntimeError('…')".
+_REPR_EXC_RE = re.compile(r"\b(?:errored|crashed|failed|aborted)(?: with)?:?\s+(?P<name>(?:[A-Za-z_]\w*\.)*[A-Z]\w*"
+                          r"(?:Error|Exception|Interrupt|Exit|Failure))\((?P<args>.*)\)\s*$")
 #: C++'s last words: "terminate called after throwing an instance of 'std::bad_alloc'", then "  what():  …"
 #: (libstdc++); libc++ (macOS, clang) says it in one line: "libc++abi: terminating due to uncaught exception of
 #: type std::runtime_error: …" ("terminating with uncaught exception of type …" in older versions).
@@ -84,8 +99,14 @@ _TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '(?P
 _LIBCXX_TERMINATE_RE = re.compile(r"^libc\+\+abi(?:\.dylib)?: terminating (?:due to|with) uncaught exception of type "
                                   r"(?P<name>\S+?)(?::\s+(?P<what>.*))?$")
 _WHAT_RE = re.compile(r"what\(\):\s*(?P<what>.*)")
+#: The C++ runtime's own last words when it aborts with no exception to name: a virtual call on an object being
+#: destroyed (most often a library's teardown at exit), ``std::terminate`` with nothing thrown, a terminate inside
+#: a terminate. The SIGABRT that follows (torchrun's exit code -6) is their echo.
+_CXX_ABORTS = ("pure virtual method called", "terminate called without an active exception",
+               "terminate called recursively")
+_CXX_LAST_WORDS = ("terminate called", "libc++abi", *_CXX_ABORTS)
 #: The child's end an echo carries (Python's ``CalledProcessError``: "returned non-zero exit status -11").
-_EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)")
+_EXIT_STATUS_RE = re.compile(r"non-zero exit status (-?\d+)|died with <Signals\.SIG[A-Z]+: (\d+)>")
 #: Windows' NTSTATUS codes a crashed process exits with (3221225477 = 0xC0000005).
 _WINDOWS_STATUS = {0xC0000005: "access violation", 0xC00000FD: "stack overflow", 0xC0000409: "stack buffer overrun",
                    0xC000001D: "illegal instruction"}
@@ -103,8 +124,13 @@ _OTHER_LIMITS = (
 )
 #: Slurm's own words that a node died under a step, or that it refused the job before it ran (with its reason).
 _SRUN_NODE_FAIL_RE = re.compile(r"^srun: error: Node failure on (?P<host>\S+)")
-_REFUSED_RE = re.compile(r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Batch job submission failed)"
+_REFUSED_RE = re.compile(r"^(?:srun|sbatch|salloc): error: (?:Unable to allocate resources|Batch job submission failed|"
+                         r"Unable to create step for job \d+|task \d+ launch failed)"
                          r": (?P<reason>.+)$")
+#: torch's DataLoader worker reports its own crash before the main process raises ("ERROR: Unexpected
+#: segmentation fault encountered in worker."; a bus error there is a full /dev/shm most often).
+_WORKER_CRASH_RE = re.compile(r"Unexpected (?P<how>segmentation fault|bus error|floating point exception) "
+                              r"encountered in worker", re.IGNORECASE)
 _CRASH_RE = re.compile(r"(?:^|\s)(Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
                        r"(?: \(core dumped\))?\s*$|^Fatal Python error: ")
 #: Exceptions that echo another rank's (or process's) failure rather than cause one.
@@ -114,8 +140,18 @@ _CONSEQUENCE_NAMES = ("ChildFailedError", "CalledProcessError", "EngineDeadError
 #: A message that sends the reader to an earlier error ("Please inspect the previous error messages for a cause")
 #: is an echo; what it lists as possible causes ("an error such as OOM") is no evidence of one.
 _POINTS_BACK_RE = re.compile(r"\b(?:see|inspect|check)\b[^.]{0,40}?\b(?:above|previous|earlier)\b", re.IGNORECASE)
+#: torch.save's zip writer says "PytorchStreamWriter failed writing file data/3: file write failed" (or, where the
+#: write came back short, "unexpected pos 704 vs 598") when the disk or quota fills under a checkpoint; Python's
+#: repr of the error is ``OSError(28, 'No space left on device')``.
 _DISK_RE = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|\bENOSPC\b|StorageFull|"
-                      r"file write failed", re.IGNORECASE)
+                      r"file write failed|PytorchStreamWriter failed writing|unexpected pos \d+ vs \d+|"
+                      r"\bOSError\((?:28|122), ", re.IGNORECASE)
+#: The CUDA stack does not fit the machine: the driver older than the runtime a build needs, no driver at all, no
+#: kernel for this GPU's architecture in the build, CUDA libraries not found (bitsandbytes' "CUDA Setup failed").
+_CUDA_SETUP_RE = re.compile(r"driver on your system is too old|CUDA driver version is insufficient|"
+                            r"Found no NVIDIA driver|no kernel image is available for execution|"
+                            r"CUDA Setup failed|libcu\w*\.so[\w.]*: cannot open shared object file|"
+                            r"not compatible with the current PyTorch installation", re.IGNORECASE)
 #: The data loader's workers share tensors through /dev/shm: when it is full they die of SIGBUS.
 #: A GPU kernel that asks for more on-chip resources per block than the GPU has (Triton's "out of resource: shared
 #: memory", CUDA's "too many resources requested for launch"): not /dev/shm, not device memory.
@@ -176,6 +212,8 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
     text = f"{name}: {message}" if not echo else name
     if _DISK_RE.search(text):
         return "disk_full"
+    if _CUDA_SETUP_RE.search(text):
+        return "cuda_setup"
     if _GPU_HARDWARE_RE.search(text):
         return "gpu_hardware"
     if _KERNEL_RESOURCES_RE.search(text):
@@ -204,12 +242,15 @@ def _exception(index: int, rank: int | None, text: str, following: str) -> Fatal
     if match is None or match.group("name").endswith("Warning"):
         return None
     name, message = match.group("name"), (match.group("message") or "").strip()
-    if not message and following and not following.startswith(("Traceback", "File ", " ")):
-        message = following.strip()  # "torch.OutOfMemoryError:" with the message on the next line
+    after = following.strip()
+    if not message and after and not after.startswith(("Traceback", "File ", "^", "~")):
+        message = after  # "torch.OutOfMemoryError:" with the message on the next line (indented or not)
     echo = bool(_POINTS_BACK_RE.search(message))
     consequence = echo or any(m in message for m in _CONSEQUENCES) or any(n in name for n in _CONSEQUENCE_NAMES)
     kind = _kind_of(name, message, echo)
     headline = f"{name}: {message[:200]}" if message else name
+    if kind == "cancelled":
+        headline = f"interrupted (Ctrl-C, SIGINT): {headline}"
     return Fatal(kind, headline, index, rank, exception=name, message=message,
                  group="consequence" if consequence else "worker", evidence=text[:500])
 
@@ -241,13 +282,15 @@ def _scan(text: str) -> list[Fatal]:
                 out.append(found)
                 status = _EXIT_STATUS_RE.search(found.message or "") if found.group == "consequence" else None
                 if status:  # the echo still says how the child ended: that is the launcher's account
-                    out.append(_launcher_exit(index, rank, int(status.group(1)), None, line))
+                    code = int(status.group(1)) if status.group(1) else -int(status.group(2))  # a signal: -N
+                    out.append(_launcher_exit(index, rank, code, None, line))
                 continue
         event = _event(index, rank, first, following) or _glog_fatal(index, rank, raw[index], first)
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
     _abort_echoes(out)
+    _srun_teardown(out)
     if out:
         last = _last_progress(raw)
         for event in out:
@@ -259,14 +302,28 @@ def _scan(text: str) -> list[Fatal]:
 def _abort_echoes(events: list[Fatal]) -> None:
     """C++'s ``std::terminate`` ends the process with ``abort()``: the SIGABRT a shell or the crash line reports
     after a terminate line is its echo, and the exception it names is the cause."""
-    thrown = next((e.line for e in events if e.exception and e.evidence.startswith(("terminate called", "libc++abi"))),
-                  None)
+    thrown = next((e.line for e in events if e.evidence.startswith(_CXX_LAST_WORDS)), None)
     if thrown is None:
         return
     for event in events:
         aborted = "SIGABRT" in event.headline or "Abort" in event.headline
         if event.line > thrown and event.kind == "signal" and aborted:
             event.group = "consequence"
+
+
+def _srun_teardown(events: list[Fatal]) -> None:
+    """Once a task of a step has failed on its own (exited non-zero, or Slurm says the step ended "DUE TO TASK
+    FAILURE"), srun kills the step's other tasks (``--kill-on-bad-exit``): their "Killed" is that teardown, not the
+    host's OOM killer."""
+    failed_at = next((e.line for e in events if e.kind == "task_failure"
+                      or (e.kind == "exit_code" and e.evidence.startswith("srun: error:"))), None)
+    if failed_at is None:
+        return
+    for event in events:
+        if event.line > failed_at and event.kind == "host_oom" and event.evidence.startswith("srun: error:") \
+                and event.evidence.rstrip().endswith("Killed"):
+            event.kind, event.group = "signal", "consequence"
+            event.headline = event.headline.split(" killed by")[0] + " killed by srun as it ended the failed step"
 
 
 def _last_progress(lines: list[str]) -> dict[int | None, int]:
@@ -298,9 +355,13 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
             kind, state = _SLURM_REASONS.get((match.group("reason") or "").strip(), ("cancelled", "CANCELLED"))
             what = {"time_limit": "Slurm stopped the job at its time limit",
                     "preempted": "Slurm preempted the job", "node_fail": "a node of the job failed (Slurm)",
+                    "task_failure": "Slurm ended the step because one of its tasks failed",
                     "cancelled": "the job was cancelled (scancel)"}[kind]
-            return Fatal(kind, f"{what}: {match.group(0)}", index, host=match.group("host"), group="verdict",
-                         state=state, evidence=line[:500])
+            host = match.group("host")
+            if kind == "node_fail" and host:
+                what = f"node {host} failed (Slurm NODE_FAIL)"
+            return Fatal(kind, f"{what}: {match.group(0)}", index, host=host,
+                         group="launcher" if kind == "task_failure" else "verdict", state=state, evidence=line[:500])
     low = line.lower()
     if "oom" in low or "out of memory" in low:
         match = _OOM_KILL_RE.search(line)
@@ -314,6 +375,11 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         if pattern.search(line):
             return Fatal(kind, f"{what}: {line.strip()[:200]}", index, group="verdict" if state != "FAILED" else
                          "worker", state=state, evidence=line[:500])
+    if "encountered in worker" in line:
+        worker = _WORKER_CRASH_RE.search(line)
+        if worker:
+            kind = "shm" if _SHM_RE.search(line) else "signal"
+            return Fatal(kind, f"a data loader worker crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
     crash = _CRASH_RE.search(line)
     if crash:
         return Fatal("signal", f"the process crashed: {line.strip()[:200]}", index, rank, evidence=line[:500])
@@ -324,7 +390,9 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
                          host=node.group("host"), group="verdict", state="NODE_FAIL", evidence=line[:500])
         refused = _REFUSED_RE.match(line)
         if refused:
-            return Fatal("setup", f"Slurm refused the job: {refused.group('reason')[:200]}", index, group="verdict",
+            what = "Slurm refused the job" if "rror: Unable to allocate" in line or "submission" in line else \
+                "Slurm could not start the step"
+            return Fatal("setup", f"{what}: {refused.group('reason')[:200]}", index, group="verdict",
                          state="FAILED", evidence=line[:500])
     if line.startswith("srun: error:"):
         match = _SRUN_TASK_RE.match(line)
@@ -361,6 +429,9 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         match = _WATCHDOG_RE.search(line)
         if match:
             return Fatal("nccl_timeout", line[:300], index, int(match.group(1)), evidence=line[:500])
+    if line.startswith(_CXX_ABORTS):
+        return Fatal("signal", f"the C++ runtime aborted the process (SIGABRT): {line.strip()}", index, rank,
+                     message=line.strip(), evidence=line[:500])
     if line.startswith(("terminate called after", "libc++abi")):
         thrown = _TERMINATE_RE.match(line) or _LIBCXX_TERMINATE_RE.match(line)
         if thrown:
@@ -383,6 +454,16 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
     if line.startswith("Detected KeyboardInterrupt"):  # Lightning's word that Ctrl-C (SIGINT) stopped the fit
         return Fatal("cancelled", f"interrupted (Ctrl-C, SIGINT): {line.strip()[:200]}", index, rank, state="CANCELLED",
                      evidence=line[:500])
+    if _HEARTBEAT in line:
+        return Fatal("nccl", f"NCCL heartbeat monitor timed out (the watchdog hung): {line.strip()[:200]}", index, rank,
+                     evidence=line[:500])
+    if "STEPD TERMINATED" in line:
+        stuck = _STEPD_TERMINATED_RE.search(line)
+        if stuck:
+            host = stuck.group("host")
+            return Fatal("signal", f"the job's processes on {host} did not end when Slurm signalled them (stuck, "
+                         "most often in I/O): Slurm gave up on the step", index, host=host, group="launcher",
+                         evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
     fault = _cuda_fault(index, rank, line)
@@ -397,17 +478,60 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
             kind = _kind_of("", message)
             if kind != "exception" or _EXC_RE.match(message):
                 return Fatal(kind, message[:300], index, rank, message=message, evidence=line[:500])
+    if line.endswith(")") and "(" in line and ("rrored" in line or "ailed" in line or "rashed" in line
+                                               or "borted" in line):
+        shown = _REPR_EXC_RE.search(line)
+        if shown:
+            return _repr_exception(index, rank, shown.group("name"), shown.group("args"), line)
     if "died" in line or "killed" in line or "unexpectedly" in line:
         died = _DIED_RE.search(line)
         if died:  # the sentence that says so, from its start (after a logger's "file.py:12 -- ")
             begin = max(line.rfind(". ", 0, died.start()) + 2, line.rfind(" -- ", 0, died.start()) + 4, 0)
             sentence = line[begin:].split(". ")[0].strip()
             return Fatal("process_died", f"a worker died: {sentence[:200]}", index, rank, evidence=line[:500])
+    if "death signal" in line:
+        match = _DEATH_SIGNAL_RE.search(line)
+        if match:
+            return _death_signal(index, match.group("sig"), line)
     if "return code" in line:
         match = _DS_LAUNCHER_RE.search(line)
         if match and match.group(1) != "0":
             return _launcher_exit(index, rank, int(match.group(1)), None, line)
     return None
+
+
+def _repr_exception(index: int, rank: int | None, name: str, args: str, line: str) -> Fatal:
+    """The exception a ``repr`` shows, with the message its arguments make (``OSError(28, 'No space left on
+    device')`` reads as ``OSError: [Errno 28] No space left on device``, as Python prints it)."""
+    import ast
+
+    try:
+        values = ast.literal_eval(f"({args},)")
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        values = (args,)
+    if len(values) == 2 and isinstance(values[0], int) and isinstance(values[1], str):
+        message = f"[Errno {values[0]}] {values[1]}"
+    else:
+        message = ", ".join(str(v) for v in values)
+    kind = _kind_of(name, message)
+    return Fatal(kind, f"{name}: {message[:200]}", index, rank, exception=name, message=message,
+                 evidence=line[:500])
+
+
+def _death_signal(index: int, sig: str, line: str) -> Fatal:
+    """The launcher's own death by a signal from outside: Ctrl-C (SIGINT) is a cancel; a hang-up (the terminal or
+    ssh session closed) or a SIGTERM (a scheduler, a container stop) ended the run with nothing of its own wrong."""
+    import signal
+
+    try:
+        name = signal.Signals(int(sig)).name if sig.isdigit() else sig
+    except ValueError:
+        name = f"signal {sig}"
+    why = {"SIGHUP": " (its terminal or ssh session closed: run it under nohup, tmux or the scheduler)",
+           "SIGINT": " (Ctrl-C)"}.get(name, "")
+    return Fatal("cancelled" if name == "SIGINT" else "signal",
+                 f"the launcher received {name}{why} and shut its workers down", index, group="launcher",
+                 state="CANCELLED" if name == "SIGINT" else "FAILED", evidence=line[:500])
 
 
 def _glog_fatal(index: int, rank: int | None, raw: str, message: str) -> Fatal | None:

@@ -19,6 +19,7 @@ the libraries print them (fixtures produced by running each: ``tests/fixtures/lo
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -33,7 +34,34 @@ NUM = r"[-+]?(?:\d+\.?\d*|\.\d+|nan|NaN|inf|Inf)(?:[eE][-+]?\d+)?"
 ALIASES = {
     "learning_rate": "lr", "global_step": "step", "train/loss": "loss", "train/learning_rate": "lr",
     "actor/lr": "lr", "tok/sec": "tokens_per_s", "tps": "tokens_per_s", "train_samples_per_second": "samples_per_s",
+    "train_step_timing_s": "step_time_s",
 }
+#: A rate written as ``what/sec`` (MLX's "It/sec", "Tokens/sec"; "tok/s", "samples/s"): the standard key of its unit.
+_RATE_KEY_RE = re.compile(r"^([A-Za-z]+?)s?(?:/|_per_)(?:sec|s|second)(?P<per>/device|/gpu|_per_(?:device|gpu))?$",
+                          re.IGNORECASE)
+_RATE_OF = {"it": "steps_per_s", "iter": "steps_per_s", "iteration": "steps_per_s", "step": "steps_per_s",
+            "batch": "steps_per_s", "tok": "tokens_per_s", "token": "tokens_per_s", "sample": "samples_per_s",
+            "seq": "samples_per_s", "sequence": "samples_per_s", "example": "samples_per_s"}
+#: A key that says its unit in words (NeMo's "train_step_timing in s"): ``train_step_timing_s``.
+_IN_UNIT_RE = re.compile(r"^(.+?) in (m?s)$")
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_key(key: str) -> str:
+    """The standard name of a metric key as another tool writes it (:data:`ALIASES`, a ``what/sec`` rate, a
+    ``name in s`` unit). Cached: a log repeats the same few keys millions of times."""
+    alias = ALIASES.get(key)
+    if alias is not None:
+        return alias
+    rate = _RATE_KEY_RE.match(key)
+    if rate:
+        standard = _RATE_OF.get(rate.group(1).lower())
+        return key if standard is None else standard + ("_per_gpu" if rate.group("per") else "")
+    unit = _IN_UNIT_RE.match(key)
+    if unit:
+        key = f"{unit.group(1)}_{unit.group(2)}"
+        return ALIASES.get(key, key)
+    return key
 
 _NUM_RE = re.compile(rf"^\s*(?:np\.float\d*\(|np\.int\d*\(|tensor\()?({NUM})\)?\s*$")
 _HF_ITEM_RE = re.compile(r"'([A-Za-z_][^'\s]*)': '?([-+.\deE]+|-?nan|-?inf)'?(?=[,}])")  # simple classes: 2x faster
@@ -47,9 +75,10 @@ _RICH_BAR_RE = re.compile(
     r"^Epoch (?P<epoch>\d+)/(?P<epochs>\d+)\s+\S*\s*(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s+•\s+[-\d:]+\s+"
     r"(?P<rate>[\d.]+)(?P<unit>it/s|s/it)\s*(?P<post>.*)$"
 )
-_POSTFIX_RE = re.compile(rf"[,\s]([A-Za-z_][\w./-]*)[=:]\s*({NUM})")
+_POSTFIX_RE = re.compile(rf"[,\s]([A-Za-z_][\w./-]*(?: in m?s(?=[=:]))?)[=:]\s*({NUM})")
 _KV_RE = re.compile(
-    rf"(?:^|(?<=[\s,|;(\[]))([A-Za-z_][\w./-]*)(?:\s*[=:]\s*|\s+)({NUM}(?:,\d{{3}})*)(ms|s|%|GiB|GB)?(?![\w.])"
+    rf"(?:^|(?<=[\s,|;(\[]))([A-Za-z_][\w./-]*(?: in m?s(?=\s*[=:]))?)(?:\s*[=:]\s*|\s+)({NUM}(?:,\d{{3}})*)"
+    rf"(ms|s|%| ?GiB| ?GB)?(?![\w.])"
 )
 _NANOGPT_EVAL_RE = re.compile(rf"^step (\d+): train loss ({NUM}), val loss ({NUM})")
 _DS_STEP_RE = re.compile(rf"step=(\d+), skipped=(\d+), lr=\[({NUM})")
@@ -62,11 +91,18 @@ _DS_TIME_RE = re.compile(r"^\[Rank (\d+)\] time \(ms\) \| (.*)$")
 _STEP_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it"})
 _EVAL_BARS = ("Validation", "Sanity", "Testing", "Predicting", "Evaluat")
 _EPOCH_RE = re.compile(r"Epoch (\d+)")
+_EPOCH_STEP_RE = re.compile(r"(?:^|\s)(\d+)\|(\d+)\|$")
 _CASED_KEYS = frozenset({"loss", "lr", "accuracy", "acc", "epoch"})
+#: Metric names written as two words, the value after the second ("Learning Rate 1e-5", "Grad Norm: 0.95").
+_COMPOUNDS = {("learning", "rate"): "lr", ("grad", "norm"): "grad_norm", ("gradient", "norm"): "grad_norm"}
+_SECOND_WORDS = frozenset(second for _, second in _COMPOUNDS)
 #: Megatron-LM / Megatron-DeepSpeed: `` iteration   5426/  250000 | lm loss: 2.3 | grad norm: nan |``
 _PIPE_FIELD_RE = re.compile(rf"^\s*([A-Za-z][\w ./-]*?)\s*:\s*({NUM})\s*$")
 _PIPE_HEAD_RE = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*$")
 _PIPE_KEYS = {"lm_loss": "loss", "learning_rate": "lr", "elapsed_time_per_iteration_(ms)": "step_time_ms"}
+#: Megatron's evaluation line: `` validation loss at iteration 150 on test set | lm loss value: 1.1E+01 | lm loss PPL:
+#: 1.3E+05 |`` (also "at the end of training for val data"): the split's loss and perplexity.
+_PIPE_EVAL_RE = re.compile(r"^\s*validation loss at (?:iteration (\d+))?")
 
 
 def finite(text: str) -> float | None:
@@ -158,7 +194,7 @@ def parse_ours(text: str) -> LogRecord | None:
                 break
         number = finite(raw.strip())
         if number is not None and key:
-            name = ALIASES.get(key, key)
+            name = canonical_key(key)
             values[f"{name}_{unit}" if unit in ("ms", "m") else name] = number
     total = int(match.group(2)) if match.group(2) else None
     return _record("gputrain", text, values, step=int(match.group(1)), total=total)
@@ -176,8 +212,15 @@ def parse_tqdm(text: str, match: re.Match[str]) -> LogRecord:
     for key, raw in _POSTFIX_RE.findall(match.group("post") or ""):
         number = finite(raw)
         if key != "v_num" and number is not None:
-            values[ALIASES.get(key, key)] = number
+            values[canonical_key(key)] = number
+    if ":" in desc:  # a description that carries values (torchtune: "1|12|Loss: 1.043"), read as the postfix is
+        for key, raw in _POSTFIX_RE.findall(" " + desc):
+            number = finite(raw)
+            if number is not None:
+                values[key.lower() if key.lower() in _CASED_KEYS else canonical_key(key)] = number
     n, total = int(match.group("n")), int(match.group("total"))
+    counted = _EPOCH_STEP_RE.search(text, 0, match.start()) if desc and text[match.start() - 1:match.start()] == "|" \
+        else None
     # A bar is training unless its name says otherwise (data loading, tokenizing); fairseq-style "epoch 001"
     # and a bar that shows a loss are training whatever they are called.
     low = desc.lower()
@@ -187,7 +230,9 @@ def parse_tqdm(text: str, match: re.Match[str]) -> LogRecord:
         return _record("tqdm", text, {}, kind="text")
     fmt, step = "tqdm", n
     epoch = _EPOCH_RE.match(desc)
-    if epoch:  # Lightning: n/total counts batches within the epoch
+    if counted:  # torchtune's "{epoch}|{global step}|" before its description: the step is the global one
+        values["epoch"], step = float(counted.group(1)), int(counted.group(2))
+    elif epoch:  # Lightning: n/total counts batches within the epoch
         fmt = "lightning"
         values["epoch"] = float(epoch.group(1))
         step = int(epoch.group(1)) * total + n
@@ -205,7 +250,7 @@ def parse_rich_bar(text: str) -> LogRecord | None:
     for key, raw in _POSTFIX_RE.findall(" " + match.group("post")):
         number = finite(raw)
         if number is not None and key != "v_num":
-            values[key] = number
+            values[canonical_key(key)] = number
     epoch, n, total = int(match.group("epoch")), int(match.group("n")), int(match.group("total"))
     values["epoch"] = float(epoch)
     return _record("lightning", text, values, step=epoch * total + n)
@@ -274,6 +319,7 @@ def parse_kv(text: str) -> LogRecord | None:
     step: int | None = None
     cursor = 0  # where the last measure's name was found: findall is faster than finditer and keys come in order
     for key, raw, unit in _KV_RE.findall(text):
+        unit = unit.lstrip()
         written, low = key, key.lower()
         raw = raw.replace(",", "")
         if low in _STEP_KEYS and step is None and raw.isdigit():  # not "1e5": int() would raise
@@ -286,18 +332,19 @@ def parse_kv(text: str) -> LogRecord | None:
             key = f"step_time_{unit}"
         elif low in _CASED_KEYS:  # "Loss 0.51" (CGCNN, Keras-style prints) is the loss
             key = low
-        elif low == "memory" and unit in ("GiB", "GB"):
+        elif low in ("memory", "mem", "peak") and unit in ("GiB", "GB"):  # MLX: "Peak mem 9.707 GB"
             key = "gpu_mem_gib"
-        elif low == "rate" and "earning " in text:
+        elif low in _SECOND_WORDS:  # "Learning Rate 1e-5" (MLX), "Grad Norm: 0.95": two words, one metric
             at = text.find(written, cursor)
-            key = "lr" if text[max(0, at - 9):at].lower() == "learning " else key
+            before = text[max(0, at - 10):at].split()
+            key = _COMPOUNDS.get((before[-1].lower() if before else "", low), key)
         if _MEASURE_RE.search(low):
             at = text.find(written, cursor)
             cursor = at + len(written)
             split = _split_of(text, at)
             if split:
                 key = f"{split}_{key}"
-        values[ALIASES.get(key, key)] = number
+        values[canonical_key(key)] = number
     if not any(_MEASURE_RE.search(k.lower()) for k in values) and (step is None or not values):
         return None
     return _record("kv", text, values, step=step)
@@ -308,7 +355,7 @@ def parse_pipes(text: str) -> LogRecord | None:
     fields = text.split("|")
     head = _PIPE_HEAD_RE.match(fields[0])
     if head is None:
-        return None
+        return _parse_pipes_eval(fields)
     values: dict[str, float] = {}
     for field in fields[1:]:
         match = _PIPE_FIELD_RE.match(field)
@@ -318,3 +365,23 @@ def parse_pipes(text: str) -> LogRecord | None:
             if number is not None:
                 values[_PIPE_KEYS.get(key, key)] = number
     return _record("megatron", text, values, step=int(head.group(1)), total=int(head.group(2))) if values else None
+
+
+def _parse_pipes_eval(fields: list[str]) -> LogRecord | None:
+    """Megatron's evaluation line (:data:`_PIPE_EVAL_RE`): ``lm loss value`` is the split's loss (``val_loss``,
+    ``test_loss`` "on test set"), ``lm loss PPL`` its perplexity (``val_ppl``)."""
+    head = _PIPE_EVAL_RE.match(fields[0])
+    if head is None:
+        return None
+    split = "test" if "test" in fields[0] else "val"
+    values: dict[str, float] = {}
+    for field in fields[1:]:
+        match = _PIPE_FIELD_RE.match(field)
+        number = finite(match.group(2)) if match else None
+        if match is None or number is None:
+            continue
+        key = "_".join(match.group(1).lower().split()).removesuffix("_value")
+        key = "ppl" if key.endswith("_ppl") else _PIPE_KEYS.get(key, key)
+        values[f"{split}_{key}"] = number
+    step = int(head.group(1)) if head.group(1) else None
+    return _record("megatron", "|".join(fields), values, step=step) if values else None

@@ -99,7 +99,7 @@ def _parse_text(text: str) -> LogRecord:
             record = formats.parse_verl(stripped, match)
         elif " | " in stripped:
             record = formats.parse_ours(stripped)
-    if record is None and stripped.startswith("iteration") and "|" in stripped:
+    if record is None and stripped.startswith(("iteration", "validation loss at")) and "|" in stripped:
         record = formats.parse_pipes(stripped)
     if record is None and "%|" in text:
         tqdm = formats._TQDM_RE.search(text)

@@ -263,7 +263,8 @@ def _build(
         cause = next((c for c in PRIORITY if c in events), None) if state not in ("COMPLETED",) else None
     ended = final is not None or state in ENDED_STATES or evidence is not None  # the log itself showed its end
     failed = state not in ("COMPLETED", "RUNNING", "PENDING") and (ended or cause is not None or bool(tracebacks))
-    if state == CANCELLED and failed:  # a user's cancel, whatever the launcher printed as it was stopped
+    if state == CANCELLED and failed and evidence is None:  # a user's cancel, whatever the launcher printed
+        # as it was stopped; a cancel read off the log itself (Ctrl-C's KeyboardInterrupt) is named by the log
         why: dict[str, Any] | None = cancel_cause(_marker_text(job_dir, CANCELLED_MARKER))
     else:
         why = (

@@ -66,8 +66,10 @@ def launcher_rank(events: list[Fatal]) -> int | None:
 #: A trainer's own word that training ended well: HF's ``train_runtime`` dict and ``***** train metrics *****``
 #: block, Lightning's "`Trainer.fit` stopped", and the plain words trainers print ("Training completed",
 #: "Reached max_steps (1635), stopping training", fairseq's "done training in 12.3 seconds", MLX's "Saved final
-#: weights", DeepSpeed-Chat's "saving the final model").
+#: weights", DeepSpeed-Chat's "saving the final model"), Ultralytics' "100 epochs completed in 1.2 hours", verl's
+#: "Final validation metrics", detectron2's "Total training time".
 _DONE_RE = re.compile(r"'train_runtime'|\"train_runtime\"|`Trainer\.fit` stopped|\*{5} train metrics \*{5}|"
+                      r"\b\d+ epochs completed in\b|Final validation metrics|Total training time:|"
                       r"\b(?:training (?:completed|complete|finished|is done)|(?:done|finished) training|"
                       r"reached max_steps|(?:saved|saving) (?:the )?final (?:model|weights|checkpoint|adapters?))\b",
                       re.IGNORECASE)

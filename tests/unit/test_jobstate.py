@@ -25,6 +25,8 @@ P, C = jobstate.PREEMPTED_MARKER, jobstate.CANCELLED_MARKER
     (143, set(), BackendFacts(log_causes=frozenset({"time_limit"})), "TIMEOUT"),
     (None, set(), BackendFacts(scheduler_state="TIMEOUT"), "TIMEOUT"),
     (None, set(), BackendFacts(connection_lost=True), "LOST"),
+    (None, set(), BackendFacts(scheduler_state="NODE_FAIL"), "NODE_FAIL"),  # was UNKNOWN: not a state (#30)
+    (137, set(), BackendFacts(scheduler_state="NODE_FAIL"), "NODE_FAIL"),  # the kill came with the node
     (1, set(), BackendFacts(connection_lost=True), "FAILED"),  # the training's own code came back
     (1, set(), BackendFacts(), "FAILED"),
     (None, set(), BackendFacts(), "UNKNOWN"),
@@ -57,3 +59,21 @@ def test_final_and_ended_states() -> None:
     assert jobstate.FINAL_STATES < jobstate.ENDED_STATES
     assert "PREEMPTED" in jobstate.ENDED_STATES and "PREEMPTED" not in jobstate.FINAL_STATES  # may be requeued
     assert not jobstate.LIVE_STATES & jobstate.ENDED_STATES
+    assert "NODE_FAIL" in jobstate.ENDED_STATES and "NODE_FAIL" not in jobstate.FINAL_STATES  # Slurm may requeue it
+
+
+@pytest.mark.parametrize("line", [
+    "slurmstepd: error: *** JOB 4242 ON gpu-07 CANCELLED AT 2026-11-27T07:00:00 DUE TO NODE FAILURE, SEE SLURMCTLD "
+    "LOG FOR DETAILS ***",  # Slurm's own wording (the reason goes on after a comma)
+    "srun: error: Node failure on gpu-07",
+])
+def test_a_node_failure_in_a_log_is_the_node_fail_state_and_names_the_node(tmp_path: Path, line: str) -> None:
+    """A bare log's NODE_FAIL was outside the contract's states (the registry refused it) and Slurm's full
+    wording read as a user's cancel (#30 item 17)."""
+    from gputrain.logs.summarize import summarize
+
+    log = tmp_path / "train.log"
+    log.write_text("step 10 | loss 1.2\n" + line + "\n")
+    summary = summarize(log, write=False)
+    assert summary["state"] == "NODE_FAIL" and summary["state"] in jobstate.STATES
+    assert summary["root_cause"]["kind"] == "node_fail" and "gpu-07" in summary["failure"]
