@@ -423,7 +423,19 @@ NOTES = """## Reading the table
   OpenRLHF's and ROLL's docs (metric names only), SkyRL's Megatron table (phases, listed above), verl's
   truncate-padding benchmark (listed above), AReaL's v0.1 blog (plots) and LlamaRL's paper (lengths unstated);
   verl's fully-async H20 table planned with an assumed mean response came out 1.4-16.5x over, so it stays
-  unplanned."""
+  unplanned.
+- Second round for #28 (2026-11-27; first read in benchmarks/RESULTS.md): NeMo RL's v0.4 page as it stood at
+  c31fb93 (Qwen3-235B on 128 H100 on-policy, 506 s: 0.39 first read; 1-step off on 256 H100, 241 s: 0.96) and
+  the draft v0.4 page's PyTorch DTensor Llama 8B on 16 H100 (114.9 s: 0.76). Every row where the source prints
+  phases had its weight sync under (5-12 s published, ~1 s planned). One mechanism priced from the code: a
+  colocated engine in sleep mode releases its whole memory share every step and maps it again at wake-up
+  (vLLM's ``CuMemAllocator``: ``unmap_and_release`` / ``create_and_map`` per allocation; SGLang's
+  torch_memory_saver), at the rate vLLM logs for it (TRL issue 4086: 51.57 GiB freed in 1.46-1.60 s), 2.8 s a
+  step at share 0.6 of an H100 instead of the flat 0.5 s. Llama 8B's sync is now 4 / 3 s planned against 5 / 4;
+  the 32B and 30B-A3B rows stay under (4 against 7 and 12: gathering Megatron's TP/PP/EP shards into vLLM's
+  layout is not priced), as does verl 7412 (2 against 5.83). The 256-H100 235B on-policy row (0.507) and
+  DeepScaleR on H200 (0.515) moved just inside 2x; the 235B on-policy rollouts (vLLM TP 16 over two nodes)
+  stay the largest gap: v0.4's 506 s for the same recipe as v0.6's 395 s also shows ~30 % between releases."""
 
 
 def main() -> int:

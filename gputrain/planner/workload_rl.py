@@ -45,8 +45,14 @@ from gputrain.recipe.schema import Recipe
 SANDBOX_PROGRAM_SECONDS = 0.15
 #: math-verify / format checks per completion, seconds
 CHECK_SECONDS = 0.002
-#: vLLM sleep level 2 + wake-up per step (free and re-allocate the KV cache), seconds
-VLLM_SLEEP_WAKE_SECONDS = 0.5
+#: how fast a sleeping engine gives its memory share back to the driver, bytes/s. vLLM's sleep mode allocates the
+#: share (weights and KV cache) through ``CuMemAllocator`` (vllm/device_allocator/cumem.py), and ``sleep`` unmaps and
+#: releases every one of its allocations (``unmap_and_release``: cuMemUnmap + cuMemRelease), ``wake_up`` creates
+#: and maps them again (``create_and_map``); SGLang's ``release_memory_occupation`` does the same through
+#: torch_memory_saver. Measured, not fitted: vLLM's own log in TRL issue 4086 (level 2, nothing copied to the
+#: host) reads "Sleep mode freed 51.57 GiB memory" with "It took 1.460260 / 1.503160 / 1.600564 seconds to fall
+#: asleep", 51.57 GiB / 1.52 s; wake-up maps the same bytes back and is priced at the same rate
+CUMEM_RELEASE_BYTES_PER_S = 51.57 * 2**30 / 1.521
 #: AdamW on the host with CPU offload (DeepSpeed's CPU Adam streams the fp32 states), bytes/s
 HOST_OPTIMIZER_BYTES_PER_S = 2e10
 #: per-tensor host cost of pushing one weight into vLLM (load_weights), seconds
@@ -248,9 +254,21 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
             "longest 10% set the tail" + ("; no CUDA graphs (algorithm.vllm_enforce_eager): each decode step "
                                           "pays eager kernel launches" if algo.vllm_enforce_eager else ""))
         if algo.vllm_sleep_mode and not servers:
-            out.phases["sync"] = out.phases.get("sync", 0.0) + VLLM_SLEEP_WAKE_SECONDS
+            slept = sleep_wake_seconds(hw, share)
+            out.phases["sync"] = out.phases.get("sync", 0.0) + slept
+            out.assumptions.append(
+                f"{name} sleeps while the policy trains and wakes before the rollout: its share "
+                f"({share * hw.gpu.memory_gib:.0f} GiB) unmapped and mapped again, ~{slept:.2g} s at "
+                f"{CUMEM_RELEASE_BYTES_PER_S / 2**30:.0f} GiB/s (vLLM's logged sleep)")
     out.phases["rollout"] = prefill + decode
     out.compute_seconds += prefill
+
+
+def sleep_wake_seconds(hw: Hardware, share: float) -> float:
+    """One sleep and one wake-up of a colocated engine per step: its whole memory share released and mapped
+    again (:data:`CUMEM_RELEASE_BYTES_PER_S`). The weights a level-1 sleep also copies to the host and back are
+    not priced here (verl and NeMo RL reload them from the policy in the sync that follows)."""
+    return 2 * share * hw.gpu.memory_gib * 2**30 / CUMEM_RELEASE_BYTES_PER_S
 
 
 def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float,

@@ -65,3 +65,19 @@ def test_the_workers_settings_are_plan_only() -> None:
     plan = make_plan(MATH, gpu="GB200", gpus_per_node=4, nodes=4, overrides=QWEN3_32B_ON_GB200 + NEMO_RL_WORKER)
     assert {"memory.offload_during_rollout", "memory.reference_on_host",
             "distributed.grads_in_fp32"} <= set(plan_only_fields(plan.recipe))
+
+
+
+def test_a_sleeping_engine_pays_for_releasing_and_mapping_its_whole_share_each_step() -> None:
+    """vLLM's sleep mode unmaps every allocation of its share and maps it again at wake-up (CuMemAllocator): the
+    weight-sync phase grows with the share (2 x 0.8 x 79.6 GiB at vLLM's logged 51.57 GiB in 1.52 s: 3.8 s on an
+    H100), where a flat 0.5 s stood before (the field's published syncs are 4-12 s)."""
+    def sync(share: float) -> float:
+        plan = make_plan(MATH, gpu="H100", gpus_per_node=8, overrides=[
+            "algorithm.rollout_engine=vllm", "algorithm.vllm_sleep_mode=true",
+            f"memory.vllm_gpu_memory_utilization={share}"])
+        return plan.estimate.phases["sync"]
+
+    high, low = sync(0.8), sync(0.5)
+    assert high > 3.5
+    assert 1.2 < (high - low) < 1.6  # 0.3 of the GPU less: ~1.4 s less to release and map again
