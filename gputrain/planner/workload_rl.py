@@ -57,8 +57,13 @@ CUMEM_RELEASE_BYTES_PER_S = 51.57 * 2**30 / 1.521
 HOST_OPTIMIZER_BYTES_PER_S = 2e10
 #: per-tensor host cost of pushing one weight into vLLM (load_weights), seconds
 SYNC_TENSOR_SECONDS = 5e-5
-#: latency of one small all-reduce between the GPUs of a tensor-parallel vLLM engine (two per layer), seconds
-TP_ALLREDUCE_SECONDS = 1e-5
+#: NCCL's latency model of a small all-reduce (LL protocol), microseconds: src/graph/tuning.cc at NVIDIA/nccl
+#: 01afd20 (``baseLat``, ``hwLat``, ``ncclTopoTuneModel``): base latency of the ring and the tree, per-hop latency
+#: over NVLink and over the network; a ring pays one hop per step (2(n-1) steps, 2(nodes-1) of them between nodes),
+#: a tree 2((n/nodes - 1) intra + log2(nodes) inter); NCCL runs the faster one
+NCCL_BASE_US = {"ring": 3.6, "tree": 4.4}
+NCCL_NVLINK_HOP_US = {"ring": 0.47, "tree": 0.52}
+NCCL_NET_HOP_US = {"ring": 2.7, "tree": 5.0}
 #: gloo over loopback on one machine, bytes/s (CPU runs)
 LOOPBACK_BYTES_PER_S = 2e9
 #: FlexAttention's first compile in the packed passes (transformers compiles it on its first call) and one
@@ -184,6 +189,23 @@ def hf_decode_host_seconds(recipe: Recipe, hw: Hardware) -> float:
     return host
 
 
+def tp_allreduce_seconds(hw: Hardware, tp: int) -> float:
+    """One small all-reduce among the ``tp`` GPUs of an engine, by NCCL's latency model
+    (:data:`NCCL_BASE_US`): NVLink hops within the link domain, network hops between domains (vLLM's
+    RowParallelLinear all-reduces its output on the compute stream: an engine spread over nodes pays the
+    network's latency twice per layer per decode step)."""
+    if tp <= 1:
+        return 0.0
+    nodes = max(1, math.ceil(tp / hw.link_domain))
+    ranks_per_node = tp // nodes
+    intra = {a: lat * (1.8 if nodes > 1 else 1.0) for a, lat in NCCL_NVLINK_HOP_US.items()}  # NCCL's LL discount
+    steps, inter_steps = 2 * (tp - 1), 2 * (nodes - 1)
+    ring = NCCL_BASE_US["ring"] + (steps - inter_steps) * intra["ring"] + inter_steps * NCCL_NET_HOP_US["ring"]
+    tree = NCCL_BASE_US["tree"] + 2 * ((ranks_per_node - 1) * intra["tree"]
+                                       + math.log2(nodes) * NCCL_NET_HOP_US["tree"])
+    return min(ring, tree) * 1e-6
+
+
 def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str, tp: int = 1) -> float:
     """One decode step of ``batch`` sequences on one engine of ``tp`` GPUs (weights and KV split over them)."""
     model = recipe.model
@@ -198,12 +220,14 @@ def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, eng
         eager = eager or (engine == "sglang" and batch > sglang_fit.graph_and_chunk(hw)[0])
         host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * (
             hw.op_seconds if eager else physics.OP_SECONDS_GRAPHED)
-        host += (2 * (model.num_layers or 1) * TP_ALLREDUCE_SECONDS) if tp > 1 else 0.0
     else:
         host = hf_decode_host_seconds(recipe, hw)
+    # two all-reduces per layer (attention and MLP outputs), on the stream between the layers' kernels: they add
+    # to the GPU's time, they do not hide behind it
+    reduce = 2 * (model.num_layers or 1) * tp_allreduce_seconds(hw, tp) if engine in ENGINES else 0.0
     if hw.gpu.is_cpu:  # no asynchronous launch on CPU: dispatch adds to the work
-        return memory + compute + host
-    return max(memory, compute, host)
+        return memory + compute + host + reduce
+    return max(max(memory, compute) + reduce, host)
 
 
 def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:

@@ -81,3 +81,26 @@ def test_a_sleeping_engine_pays_for_releasing_and_mapping_its_whole_share_each_s
     high, low = sync(0.8), sync(0.5)
     assert high > 3.5
     assert 1.2 < (high - low) < 1.6  # 0.3 of the GPU less: ~1.4 s less to release and map again
+
+
+def test_an_engine_spread_over_nodes_pays_the_networks_all_reduce_latency_in_every_decode_step() -> None:
+    """NCCL's latency model (tuning.cc): ~10 us for 8 GPUs on NVLink, ~26 us for 16 over two nodes; a GB200 NVL72
+    rack is one NVLink domain, so an engine over two of its 4-GPU trays stays on NVLink. The two all-reduces per
+    layer sit between the layers' kernels: they lengthen the decode step (they did not, as host time)."""
+    from gputrain.hardware.catalog import get_gpu
+    from gputrain.planner.workload import Hardware
+    from gputrain.planner.workload_rl import tp_allreduce_seconds
+
+    h100 = Hardware(get_gpu("H100"), 256, "bf16", gpus_per_node=8)
+    assert 9e-6 < tp_allreduce_seconds(h100, 8) < 11e-6
+    assert 24e-6 < tp_allreduce_seconds(h100, 16) < 28e-6
+    assert tp_allreduce_seconds(h100, 1) == 0.0
+    gb200 = Hardware(get_gpu("GB200"), 128, "bf16", gpus_per_node=4)
+    assert tp_allreduce_seconds(gb200, 8) == tp_allreduce_seconds(h100, 8)
+
+    def rollout(tp: int) -> float:  # Qwen3-32B on 16 H100 (two nodes): two TP-8 engines or one TP-16 engine
+        plan = make_plan(MATH, gpu="H100", gpus_per_node=8, nodes=2, check_memory=False,
+                         overrides=[*QWEN3_32B_ON_GB200, f"algorithm.vllm_tensor_parallel_size={tp}"])
+        return plan.estimate.phases["rollout"]
+
+    assert rollout(16) >= rollout(8)  # the engine over two nodes is no faster (planned 0.88x before)
