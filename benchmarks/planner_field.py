@@ -423,7 +423,26 @@ NOTES = """## Reading the table
   OpenRLHF's and ROLL's docs (metric names only), SkyRL's Megatron table (phases, listed above), verl's
   truncate-padding benchmark (listed above), AReaL's v0.1 blog (plots) and LlamaRL's paper (lengths unstated);
   verl's fully-async H20 table planned with an assumed mean response came out 1.4-16.5x over, so it stays
-  unplanned."""
+  unplanned.
+- Second round for #28 (2026-11-27; first read in benchmarks/RESULTS.md): NeMo RL's v0.4 page as it stood at
+  c31fb93 (Qwen3-235B on 128 H100 on-policy, 506 s: 0.39 first read; 1-step off on 256 H100, 241 s: 0.96) and
+  the draft v0.4 page's PyTorch DTensor Llama 8B on 16 H100 (114.9 s: 0.76). Every row where the source prints
+  phases had its weight sync under (5-12 s published, ~1 s planned). One mechanism priced from the code: a
+  colocated engine in sleep mode releases its whole memory share every step and maps it again at wake-up
+  (vLLM's ``CuMemAllocator``: ``unmap_and_release`` / ``create_and_map`` per allocation; SGLang's
+  torch_memory_saver), at the rate vLLM logs for it (TRL issue 4086: 51.57 GiB freed in 1.46-1.60 s), 2.8 s a
+  step at share 0.6 of an H100 instead of the flat 0.5 s. Llama 8B's sync is now 4 / 3 s planned against 5 / 4;
+  the 32B and 30B-A3B rows stay under (4 against 7 and 12: gathering Megatron's TP/PP/EP shards into vLLM's
+  layout is not priced), as does verl 7412 (2 against 5.83). A second mechanism: a tensor-parallel engine's two
+  all-reduces per layer per decode step run on the stream between the layers' kernels (vLLM's
+  RowParallelLinear), so they add to the step, at NCCL's latency model (tuning.cc: 10 us for 8 GPUs on NVLink,
+  26 us for 16 over two nodes; GB200 NVL72 is one NVLink domain). The 235B rows rose from 0.37-0.51 to
+  0.41-0.63; the 256-H100 on-policy row (0.63) and DeepScaleR on H200 (0.515, marginal) left the miss list.
+  v0.4's 235B on-policy run stays a miss (0.47; v0.4's 506 s for the recipe v0.6 ran in 395 s also shows ~30 %
+  between releases), and so do the GB200 235B rows (0.41), whose published steps are close to H100's although
+  the planner's decode is bound by a bandwidth 2.4x H100's: what sets their decode step is not in a source
+  read here. Read for this round and not planned (an input missing): slime issues 385 and 1072, NeMo RL issue
+  1275, verl issues 3277, 3816, 2060, 1580 and 1208, verl PR 7833 (Qwen3.5's hybrid attention)."""
 
 
 def main() -> int:

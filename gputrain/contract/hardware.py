@@ -24,6 +24,8 @@ class GPUFacts(BaseModel):
     bandwidth_gbs: float = Field(description="memory bandwidth, GB/s")
     interconnect: str = "none"
     interconnect_gbs: float = 0.0
+    nvlink_domain: int = Field(default=0, ge=0, description="GPUs one NVLink fabric joins across nodes (GB200 NVL72: "
+                               "72); 0: the GPUs of one node")
     aliases: tuple[str, ...] = ()
     nvidia_smi: tuple[str, ...] = ()
     gres: tuple[str, ...] = ()

@@ -30,6 +30,7 @@ def _entry(name: str, raw: dict[str, Any]) -> GPUFacts:
         bandwidth_gbs=float(raw["bandwidth_gbs"]),
         interconnect=str(link.get("kind", "none")),
         interconnect_gbs=float(link.get("gbs", 0)),
+        nvlink_domain=int(link.get("domain", 0)),
         aliases=tuple(str(a) for a in raw.get("aliases", [])),
         nvidia_smi=tuple(str(a) for a in raw.get("nvidia_smi", [])),
         gres=tuple(str(a) for a in raw.get("gres", [])),

@@ -57,7 +57,7 @@ def _fit_message(recipe: Recipe, gpu: GPUFacts, memory: float, terms: list[Memor
 
 def estimate(recipe: Recipe, gpu: GPUFacts, gpus: int, nodes: int, precision: str, global_batch: int) -> Estimate:
     world = gpus * nodes
-    hw = Hardware(gpu, world, precision)
+    hw = Hardware(gpu, world, precision, gpus_per_node=gpus)
     model = step_model(recipe, hw)
     terms = memory_terms(recipe, hw)
     memory = peak_gib(terms)

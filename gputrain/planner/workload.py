@@ -22,6 +22,12 @@ class Hardware:
     gpu: GPUFacts
     world: int
     precision: str
+    gpus_per_node: int = 0  # 0: all `world` GPUs in one node
+
+    @property
+    def link_domain(self) -> int:
+        """GPUs joined by one NVLink fabric: the node's, or the rack's where the catalog says so (GB200 NVL72)."""
+        return max(self.gpu.nvlink_domain, self.gpus_per_node or self.world)
 
     @property
     def peak(self) -> float:

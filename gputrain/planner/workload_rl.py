@@ -45,14 +45,25 @@ from gputrain.recipe.schema import Recipe
 SANDBOX_PROGRAM_SECONDS = 0.15
 #: math-verify / format checks per completion, seconds
 CHECK_SECONDS = 0.002
-#: vLLM sleep level 2 + wake-up per step (free and re-allocate the KV cache), seconds
-VLLM_SLEEP_WAKE_SECONDS = 0.5
+#: how fast a sleeping engine gives its memory share back to the driver, bytes/s. vLLM's sleep mode allocates the
+#: share (weights and KV cache) through ``CuMemAllocator`` (vllm/device_allocator/cumem.py), and ``sleep`` unmaps and
+#: releases every one of its allocations (``unmap_and_release``: cuMemUnmap + cuMemRelease), ``wake_up`` creates
+#: and maps them again (``create_and_map``); SGLang's ``release_memory_occupation`` does the same through
+#: torch_memory_saver. Measured, not fitted: vLLM's own log in TRL issue 4086 (level 2, nothing copied to the
+#: host) reads "Sleep mode freed 51.57 GiB memory" with "It took 1.460260 / 1.503160 / 1.600564 seconds to fall
+#: asleep", 51.57 GiB / 1.52 s; wake-up maps the same bytes back and is priced at the same rate
+CUMEM_RELEASE_BYTES_PER_S = 51.57 * 2**30 / 1.521
 #: AdamW on the host with CPU offload (DeepSpeed's CPU Adam streams the fp32 states), bytes/s
 HOST_OPTIMIZER_BYTES_PER_S = 2e10
 #: per-tensor host cost of pushing one weight into vLLM (load_weights), seconds
 SYNC_TENSOR_SECONDS = 5e-5
-#: latency of one small all-reduce between the GPUs of a tensor-parallel vLLM engine (two per layer), seconds
-TP_ALLREDUCE_SECONDS = 1e-5
+#: NCCL's latency model of a small all-reduce (LL protocol), microseconds: src/graph/tuning.cc at NVIDIA/nccl
+#: 01afd20 (``baseLat``, ``hwLat``, ``ncclTopoTuneModel``): base latency of the ring and the tree, per-hop latency
+#: over NVLink and over the network; a ring pays one hop per step (2(n-1) steps, 2(nodes-1) of them between nodes),
+#: a tree 2((n/nodes - 1) intra + log2(nodes) inter); NCCL runs the faster one
+NCCL_BASE_US = {"ring": 3.6, "tree": 4.4}
+NCCL_NVLINK_HOP_US = {"ring": 0.47, "tree": 0.52}
+NCCL_NET_HOP_US = {"ring": 2.7, "tree": 5.0}
 #: gloo over loopback on one machine, bytes/s (CPU runs)
 LOOPBACK_BYTES_PER_S = 2e9
 #: FlexAttention's first compile in the packed passes (transformers compiles it on its first call) and one
@@ -178,6 +189,23 @@ def hf_decode_host_seconds(recipe: Recipe, hw: Hardware) -> float:
     return host
 
 
+def tp_allreduce_seconds(hw: Hardware, tp: int) -> float:
+    """One small all-reduce among the ``tp`` GPUs of an engine, by NCCL's latency model
+    (:data:`NCCL_BASE_US`): NVLink hops within the link domain, network hops between domains (vLLM's
+    RowParallelLinear all-reduces its output on the compute stream: an engine spread over nodes pays the
+    network's latency twice per layer per decode step)."""
+    if tp <= 1:
+        return 0.0
+    nodes = max(1, math.ceil(tp / hw.link_domain))
+    ranks_per_node = tp // nodes
+    intra = {a: lat * (1.8 if nodes > 1 else 1.0) for a, lat in NCCL_NVLINK_HOP_US.items()}  # NCCL's LL discount
+    steps, inter_steps = 2 * (tp - 1), 2 * (nodes - 1)
+    ring = NCCL_BASE_US["ring"] + (steps - inter_steps) * intra["ring"] + inter_steps * NCCL_NET_HOP_US["ring"]
+    tree = NCCL_BASE_US["tree"] + 2 * ((ranks_per_node - 1) * intra["tree"]
+                                       + math.log2(nodes) * NCCL_NET_HOP_US["tree"])
+    return min(ring, tree) * 1e-6
+
+
 def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str, tp: int = 1) -> float:
     """One decode step of ``batch`` sequences on one engine of ``tp`` GPUs (weights and KV split over them)."""
     model = recipe.model
@@ -192,12 +220,14 @@ def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, eng
         eager = eager or (engine == "sglang" and batch > sglang_fit.graph_and_chunk(hw)[0])
         host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * (
             hw.op_seconds if eager else physics.OP_SECONDS_GRAPHED)
-        host += (2 * (model.num_layers or 1) * TP_ALLREDUCE_SECONDS) if tp > 1 else 0.0
     else:
         host = hf_decode_host_seconds(recipe, hw)
+    # two all-reduces per layer (attention and MLP outputs), on the stream between the layers' kernels: they add
+    # to the GPU's time, they do not hide behind it
+    reduce = 2 * (model.num_layers or 1) * tp_allreduce_seconds(hw, tp) if engine in ENGINES else 0.0
     if hw.gpu.is_cpu:  # no asynchronous launch on CPU: dispatch adds to the work
-        return memory + compute + host
-    return max(memory, compute, host)
+        return memory + compute + host + reduce
+    return max(max(memory, compute) + reduce, host)
 
 
 def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
@@ -248,9 +278,21 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
             "longest 10% set the tail" + ("; no CUDA graphs (algorithm.vllm_enforce_eager): each decode step "
                                           "pays eager kernel launches" if algo.vllm_enforce_eager else ""))
         if algo.vllm_sleep_mode and not servers:
-            out.phases["sync"] = out.phases.get("sync", 0.0) + VLLM_SLEEP_WAKE_SECONDS
+            slept = sleep_wake_seconds(hw, share)
+            out.phases["sync"] = out.phases.get("sync", 0.0) + slept
+            out.assumptions.append(
+                f"{name} sleeps while the policy trains and wakes before the rollout: its share "
+                f"({share * hw.gpu.memory_gib:.0f} GiB) unmapped and mapped again, ~{slept:.2g} s at "
+                f"{CUMEM_RELEASE_BYTES_PER_S / 2**30:.0f} GiB/s (vLLM's logged sleep)")
     out.phases["rollout"] = prefill + decode
     out.compute_seconds += prefill
+
+
+def sleep_wake_seconds(hw: Hardware, share: float) -> float:
+    """One sleep and one wake-up of a colocated engine per step: its whole memory share released and mapped
+    again (:data:`CUMEM_RELEASE_BYTES_PER_S`). The weights a level-1 sleep also copies to the host and back are
+    not priced here (verl and NeMo RL reload them from the policy in the sync that follows)."""
+    return 2 * share * hw.gpu.memory_gib * 2**30 / CUMEM_RELEASE_BYTES_PER_S
 
 
 def _engine_waves(recipe: Recipe, hw: Hardware, s: RLShape, gen: float,

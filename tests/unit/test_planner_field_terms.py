@@ -65,3 +65,42 @@ def test_the_workers_settings_are_plan_only() -> None:
     plan = make_plan(MATH, gpu="GB200", gpus_per_node=4, nodes=4, overrides=QWEN3_32B_ON_GB200 + NEMO_RL_WORKER)
     assert {"memory.offload_during_rollout", "memory.reference_on_host",
             "distributed.grads_in_fp32"} <= set(plan_only_fields(plan.recipe))
+
+
+
+def test_a_sleeping_engine_pays_for_releasing_and_mapping_its_whole_share_each_step() -> None:
+    """vLLM's sleep mode unmaps every allocation of its share and maps it again at wake-up (CuMemAllocator): the
+    weight-sync phase grows with the share (2 x 0.8 x 79.6 GiB at vLLM's logged 51.57 GiB in 1.52 s: 3.8 s on an
+    H100), where a flat 0.5 s stood before (the field's published syncs are 4-12 s)."""
+    def sync(share: float) -> float:
+        plan = make_plan(MATH, gpu="H100", gpus_per_node=8, overrides=[
+            "algorithm.rollout_engine=vllm", "algorithm.vllm_sleep_mode=true",
+            f"memory.vllm_gpu_memory_utilization={share}"])
+        return plan.estimate.phases["sync"]
+
+    high, low = sync(0.8), sync(0.5)
+    assert high > 3.5
+    assert 1.2 < (high - low) < 1.6  # 0.3 of the GPU less: ~1.4 s less to release and map again
+
+
+def test_an_engine_spread_over_nodes_pays_the_networks_all_reduce_latency_in_every_decode_step() -> None:
+    """NCCL's latency model (tuning.cc): ~10 us for 8 GPUs on NVLink, ~26 us for 16 over two nodes; a GB200 NVL72
+    rack is one NVLink domain, so an engine over two of its 4-GPU trays stays on NVLink. The two all-reduces per
+    layer sit between the layers' kernels: they lengthen the decode step (they did not, as host time)."""
+    from gputrain.hardware.catalog import get_gpu
+    from gputrain.planner.workload import Hardware
+    from gputrain.planner.workload_rl import tp_allreduce_seconds
+
+    h100 = Hardware(get_gpu("H100"), 256, "bf16", gpus_per_node=8)
+    assert 9e-6 < tp_allreduce_seconds(h100, 8) < 11e-6
+    assert 24e-6 < tp_allreduce_seconds(h100, 16) < 28e-6
+    assert tp_allreduce_seconds(h100, 1) == 0.0
+    gb200 = Hardware(get_gpu("GB200"), 128, "bf16", gpus_per_node=4)
+    assert tp_allreduce_seconds(gb200, 8) == tp_allreduce_seconds(h100, 8)
+
+    def rollout(tp: int) -> float:  # Qwen3-32B on 16 H100 (two nodes): two TP-8 engines or one TP-16 engine
+        plan = make_plan(MATH, gpu="H100", gpus_per_node=8, nodes=2, check_memory=False,
+                         overrides=[*QWEN3_32B_ON_GB200, f"algorithm.vllm_tensor_parallel_size={tp}"])
+        return plan.estimate.phases["rollout"]
+
+    assert rollout(16) >= rollout(8)  # the engine over two nodes is no faster (planned 0.88x before)

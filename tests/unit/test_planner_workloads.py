@@ -25,7 +25,9 @@ def test_rl_step_grows_with_completions_generations_and_prompts(setting: str) ->
     base = _plan(GDPO, "B200", 4).estimate
     more = _plan(GDPO, "B200", 4, setting).estimate
     assert base.step_seconds and more.step_seconds
-    assert more.step_seconds > 1.5 * base.step_seconds
+    # more than 1.4x the step: the rest is per-step cost that does not grow (the engine's sleep and wake-up, ~10 s
+    # for a B200's share)
+    assert more.step_seconds > 1.4 * base.step_seconds
     assert more.phases["rollout"] > base.phases["rollout"] and more.phases["update"] > base.phases["update"]
 
 
