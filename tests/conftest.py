@@ -113,8 +113,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _cpu_seconds() -> float:
-    """CPU of this process and every child it has reaped (a test's torchrun, CLI calls, sshd's pods are not
-    reaped here and so are not counted: cgroup CPU is the whole figure)."""
+    """CPU of this process and of the children it has reaped (with their own reaped children: a test's
+    torchrun and its ranks). Not counted: the forked CLI calls (the zygote reaps them), Slurm jobs and the
+    pods sshd starts; a cgroup's CPU is the whole figure."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
