@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import shutil
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,9 @@ SERIAL_GROUPS = {
     # one module-scoped training read by both tests (#26): on one worker, so it is trained once
     "runtime_torchrun": ("test_runtime_torchrun",),
     "gnn_cpu_run": ("test_gnn_run", "test_plan_calibration"),  # tests/integration/conftest.py's gnn_cpu_run
+    # one module-scoped ONNX export read by four tests: split over two workers, each exported it (#26: 2 x 40 s
+    # of set-up in a CI rehearsal)
+    "gnn_export": ("test_gnn_export",),
 }
 
 
@@ -103,6 +110,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _cpu_seconds() -> float:
+    """CPU of this process and of the children it has reaped (with their own reaped children: a test's
+    torchrun and its ranks). Not counted: the forked CLI calls (the zygote reaps them), Slurm jobs and the
+    pods sshd starts; a cgroup's CPU is the whole figure."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With ``GPUTRAIN_TEST_TIMELINE=DIR``, one JSON line per test in ``DIR/<worker>.jsonl``: when it started
+    and ended (setup and teardown included), its CPU, its serial group. ``benchmarks/ci_timeline.py`` reads
+    them into each worker's chain, which is what sets the wall time of ``pytest -n N`` (#26)."""
+    folder = os.environ.get("GPUTRAIN_TEST_TIMELINE")
+    if not folder:
+        yield
+        return
+    start, cpu = time.time(), _cpu_seconds()
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    row = {"test": item.nodeid, "worker": worker, "start": round(start, 3), "end": round(time.time(), 3),
+           "cpu": round(_cpu_seconds() - cpu, 3), "group": _GROUP_OF.get(item.path.stem, "")}
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with open(Path(folder) / f"{worker}.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(row) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

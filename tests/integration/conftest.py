@@ -23,6 +23,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 GNN_RECIPE = str(REPO / "recipes" / "gnn_coloring.yaml")
 
+#: The GNN recipe's ``cpu`` profile made small (#26), for the tests about where it runs (a pod, two Slurm nodes)
+#: rather than what it learns (``test_gnn_run.py`` holds the whole profile to that): one epoch of 64 graphs, a
+#: short report and a small ONNX check still train, export ``model.onnx`` and write ``metrics.jsonl``.
+SMALL_GNN_TRAINING = ("train.epochs=1", "data.train_size=64", "data.val_size=16", "algorithm.eval_graphs=8",
+                      "algorithm.benchmarks=[myciel3]", "algorithm.search_moves=200",
+                      "algorithm.onnx_check_nodes=500", "algorithm.onnx_check_runs=2")
+
 
 def gputrain(tmp: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``gputrain ARGS`` in ``tmp`` with ``tmp/home`` as the registry home."""

@@ -24,6 +24,7 @@ import pytest
 from gputrain.backends.runpod.api import RunPodCapacityError, RunPodClient
 from gputrain.backends.runpod.up import Up, UpOptions
 from gputrain.errors import RunPodError
+from tests.integration.conftest import SMALL_GNN_TRAINING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from runpod_fake import FakeRunPod, LoopbackSshd
@@ -89,12 +90,9 @@ def _registry_row(tmp_path):
 
 #: The pod's training made small (#26): this test is about the pod's life (upload, train, export, summary,
 #: download, terminate), not what the model learns, which ``test_gnn_run.py`` holds the full ``cpu`` profile to.
-#: One epoch of 64 graphs, a short report and a small ONNX check still train, write ``model.onnx`` and
-#: ``metrics.jsonl`` on the pod and bring them back: about 35 CPU-s less than the profile's own run.
-SMALL_TRAINING = {"gnn_coloring.yaml": ["train.epochs=1", "data.train_size=64", "data.val_size=16",
-                                        "algorithm.eval_graphs=8", "algorithm.benchmarks=[myciel3]",
-                                        "algorithm.search_moves=200", "algorithm.onnx_check_nodes=500",
-                                        "algorithm.onnx_check_runs=2"]}
+#: Still trains, writes ``model.onnx`` and ``metrics.jsonl`` on the pod and brings them back: about 35 CPU-s
+#: less than the profile's own run.
+SMALL_TRAINING = {"gnn_coloring.yaml": list(SMALL_GNN_TRAINING)}
 
 
 def test_up_end_to_end_trains_downloads_and_terminates(fake, tmp_path):

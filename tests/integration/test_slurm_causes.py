@@ -70,6 +70,9 @@ def submit_to(cwd: Path, cluster: str, *args: str) -> tuple[str, Path]:
 
 
 def wait_steps(job_dir: Path, steps: int, timeout: float = 240) -> None:
+    """Until the job has logged ``steps`` steps. The requeue tests' selftests take 0.5 s a step (#26; 1 s
+    before): the stop lands a second or two after step 3 is seen, with 8 s to spare, and the resumed run's
+    remaining steps, which the Slurm suite's one worker sat through, take half as long."""
     metrics = job_dir / "metrics.jsonl"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -130,7 +133,7 @@ def test_scancel_ends_cancelled_and_is_never_requeued(profiles: Path) -> None:
 
 def test_gputrain_cancel_requeue_checkpoints_requeues_and_completes(profiles: Path) -> None:
     job_id, job_dir = submit_to(profiles, "testbed", "--gpu", "cpu", "--gpus", "1",
-                                "--set", "train.max_steps=20", "--set", "algorithm.sleep_seconds=20")
+                                "--set", "train.max_steps=20", "--set", "algorithm.sleep_seconds=10")
     wait_steps(job_dir, 3)
     out = gt(profiles, "cancel", job_id, "--requeue").stdout
     assert "requeue" in out
@@ -149,7 +152,7 @@ def test_usr2_preemption_requeues_and_resumes(profiles: Path) -> None:
     """The signal is the profile's (USR2 here, like submitit's default); the workers are told once, through
     the stop request, and torchrun (which dies of an unhandled USR1/USR2) never sees it."""
     job_id, job_dir = submit_to(profiles, "tb_usr2", "--gpu", "cpu", "--gpus", "2",
-                                "--set", "train.max_steps=20", "--set", "algorithm.sleep_seconds=20")
+                                "--set", "train.max_steps=20", "--set", "algorithm.sleep_seconds=10")
     assert "#SBATCH --signal=B:USR2@30" in (job_dir / "job.sbatch").read_text()
     wait_steps(job_dir, 3)
     subprocess.run(["scancel", "--signal=USR2", "--batch", "--", job_id], check=True)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import time
@@ -98,7 +99,7 @@ def test_logs_shows_output_while_the_controller_is_down_and_the_registry_says_pe
         while time.monotonic() < deadline and not (log.exists() and log.stat().st_size > 0):
             time.sleep(1)
         first = log.read_text(errors="replace").splitlines()[0]
-        conf = Path("/etc/slurm/slurm.conf").read_text()
+        conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
         dead = profiles / "dead_slurm.conf"  # the same cluster, its controller on a port nobody listens on
         dead.write_text("\n".join("SlurmctldPort=1" if line.startswith("SlurmctldPort=") else line
                                   for line in conf.splitlines()) + "\n")

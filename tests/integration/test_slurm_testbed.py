@@ -159,8 +159,10 @@ def test_cancel_running_job(testbed: None, workdir: Path) -> None:
 
 
 def test_preempted_job_requeues_and_resumes(testbed: None, workdir: Path) -> None:
+    # 0.5 s a step (#26): the USR1 lands ~2 s after step 3 is seen, with 13 s to spare; the resumed run's
+    # remaining steps were the Slurm suite's longest sleep at 1 s a step
     job_id, job_dir = submit(workdir, "--gpu", "cpu", "--gpus", "2",
-                             "--set", "train.max_steps=30", "--set", "algorithm.sleep_seconds=30")
+                             "--set", "train.max_steps=30", "--set", "algorithm.sleep_seconds=15")
     metrics = job_dir / "metrics.jsonl"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 3):
