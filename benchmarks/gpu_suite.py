@@ -294,7 +294,20 @@ def step_env(s: Suite) -> None:
 
 
 BENCH_PLAN_SETS = ["model.seq_len=1024", "train.batch_size=32", "train.grad_accum=1",
-                   "estimate.tokens_per_sample=2048"]
+                   "estimate.tokens_per_sample=2048", "algorithm.ema=0"]  # diffusion_mfu.py keeps no EMA copy
+
+
+def bench_switch_sets(variant: list[str]) -> list[str]:
+    """The recipe switches a bench variant pins (``--ce``, ``--[no-]shared-modulation``, ``--inductor-mode``), as
+    ``--set`` overrides: each bench is planned with the path it runs, not the recipe's defaults (#28)."""
+    sets = []
+    for flag, key in (("--ce", "loss_kernel"), ("--inductor-mode", "compile_mode")):
+        if flag in variant:
+            sets.append(f"algorithm.{key}={variant[variant.index(flag) + 1]}")
+    for flag, value in (("--shared-modulation", "true"), ("--no-shared-modulation", "false")):
+        if flag in variant:
+            sets.append(f"algorithm.shared_modulation={value}")
+    return sets
 
 
 def _allocator_env() -> dict[str, str]:
@@ -324,7 +337,7 @@ def _bench(s: Suite, key: str, variant: list[str], plan_sets: list[str], cap: fl
                  "--seq-len", "64", "--batch", "2", "--steps", "2", "--warmup", "1"]
         profile = min(profile, 1)
     args = [*shape, *variant] + (["--profile", str(profile)] if profile else [])
-    sets = BENCH_PLAN_SETS + plan_sets
+    sets = BENCH_PLAN_SETS + bench_switch_sets(variant) + plan_sets
     if (pred := s.plans.get(tuple(sets))) is None:  # variants of one path share its plan
         pred = s.plans[tuple(sets)] = plan(s, f"bench_{key}", "bd3lm_gsm8k.yaml", sets)
     env: dict[str, str | None] = {**_allocator_env()} if launcher_env else dict(NO_ALLOCATOR_ENV)

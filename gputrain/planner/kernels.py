@@ -28,3 +28,13 @@ def plan_kernels(recipe: Recipe, gpu: GPUFacts) -> KernelChoice | None:
                                      precision=precision, mask=mask), catalog_facts(gpu))
     except KernelError:
         return None
+
+
+def diffusion_loss_kernel(recipe: Recipe, choice: KernelChoice | None, gpu: GPUFacts) -> str:
+    """The head + loss path a block-diffusion trainer runs: ``algorithm.loss_kernel``, except that
+    ``compiled`` runs only where the blocks compile on a GPU (``trainer.py``; ``compiled_ce.head_cross_entropy``)
+    and is the eager ``torch`` loss elsewhere. ``torch`` for a recipe without the diffusion algorithm."""
+    kernel = str(getattr(recipe.algorithm, "loss_kernel", "torch"))
+    if kernel == "compiled" and not (choice is not None and choice.compile and not gpu.is_cpu):
+        return "torch"
+    return kernel

@@ -15,9 +15,15 @@ at once. Terms (``benchmarks/PLANNER.md`` derives each and compares them with th
   the output and a float log-sum-exp; SDPA with a boolean mask runs the memory-efficient kernel on CUDA):
   ``(58 + 4·mlp_ratio)·D`` bytes + 4 per head. Compiled blocks keep 60 % of that
   (``COMPILED_ACTIVATION_SHARE``, measured on an H200);
-- the loss: the head's rows are the masked tokens only (share (β+ω)/2 of the noised ones on average); the
-  eager loss keeps the fp32 copy of those logits for log-softmax's backward, and the backward holds its
-  incoming and outgoing fp32 gradients at once: three ``rows × V × 4`` tensors;
+- the loss: the head's rows are the masked tokens only (share (β+ω)/2 of the noised ones on average), and
+  what is alive of their ``rows × V`` tensors follows the path that runs (``planner.kernels.
+  diffusion_loss_kernel``): the eager loss keeps the fp32 copy of those logits for log-softmax's backward,
+  and the backward holds its incoming and outgoing fp32 gradients at once: three ``rows × V × 4`` tensors.
+  The compiled loss (``compiled_ce.py``, the default where the blocks compile) saves only the head's bf16
+  logits and two fp32 values per row, and its backward writes the logits' bf16 gradient into that same
+  buffer (Inductor reuses the dead input: ``buf1 = addmm; del addmm  # reuse`` in its generated backward):
+  ``rows × V × 2``. The chunked loss keeps one log-sum-exp per row; its backward holds one chunk's fp32
+  logits, shifted logits and softmax at once: ``chunk × V × 12``;
 - the CUDA context (outside the allocator), as for every workload.
 """
 
@@ -26,7 +32,7 @@ from __future__ import annotations
 from gputrain.contract.estimate import MemoryTerm
 from gputrain.contract.vocab import padded_vocab
 from gputrain.planner import physics
-from gputrain.planner.kernels import plan_kernels
+from gputrain.planner.kernels import diffusion_loss_kernel, plan_kernels
 from gputrain.planner.workload import Hardware
 from gputrain.planner.workload_dense import diffusion_tokens
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
@@ -44,6 +50,12 @@ EAGER_MLP_BYTES_PER_D = 4.0
 #: rows (batch 64/128/192, HDP) are the held-out check. The CPU's Inductor keeps less (0.44), so the CPU
 #: measurement is not used for CUDA.
 COMPILED_ACTIVATION_SHARE = 0.604
+#: bytes per head row and vocabulary column alive at the peak, per head + loss path (the module docstring;
+#: the compiled loss's saved tensors listed with ``saved_tensors_hooks`` on the CPU, its backward's buffer
+#: reuse read from Inductor's generated code; held against the H200's bench_fast row, 28.85 GiB allocated)
+LOSS_BYTES_PER_ROW_V = {"torch": 3 * 4, "compiled": 2, "chunked": 3 * 4}
+#: rows per chunk of the chunked loss (``chunked_ce.chunked_cross_entropy``'s ``chunk``)
+CHUNKED_CE_ROWS = 4096
 
 
 def dit_params(recipe: Recipe) -> tuple[float, float]:
@@ -99,9 +111,14 @@ def diffusion_memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
     terms.append(_term("activations", act_total, "train.batch_size", phase="train", batch=True,
                        note=f"{act / (model.hidden_size or 1):.0f}·D bytes per token and layer ({path}), "
                        f"{fed} tokens × {b} per micro-batch", basis="measured"))
-    terms.append(_term("logits", 3 * rows * v * 4, "train.batch_size", phase="train", batch=True,
-                       note=f"~{rows / max(b, 1):.0f} masked rows per sample × V: log-softmax's fp32 output and "
-                       "its two fp32 gradients at the start of backward", basis="measured"))
+    loss = diffusion_loss_kernel(recipe, choice, hw.gpu)
+    live_rows = min(rows, CHUNKED_CE_ROWS) if loss == "chunked" else rows
+    what = {"torch": "log-softmax's fp32 output and its two fp32 gradients (eager loss)",
+            "compiled": "the bf16 logits the compiled loss saves, its gradient written over them",
+            "chunked": f"one chunk of {CHUNKED_CE_ROWS} rows: fp32 logits, shifted logits, softmax"}[loss]
+    terms.append(_term("logits", LOSS_BYTES_PER_ROW_V[loss] * live_rows * v, "train.batch_size", phase="train",
+                       batch=loss != "chunked", note=f"~{rows / max(b, 1):.0f} masked rows per sample × V: {what} "
+                       "at the start of backward", basis="measured"))
     if hw.gpu.is_cpu:
         terms.append(_term("process_baseline", physics.CPU_PROCESS_BASELINE_GIB * GIB,
                            note="Python, torch and libraries resident before the model"))

@@ -20,7 +20,7 @@ import math
 
 from gputrain.contract.vocab import padded_vocab
 from gputrain.planner import physics
-from gputrain.planner.kernels import plan_kernels
+from gputrain.planner.kernels import diffusion_loss_kernel, plan_kernels
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, global_batch, startup_seconds
 from gputrain.recipe.algorithms.diffusion import DiffusionAlgorithm
 from gputrain.recipe.algorithms.gnn_coloring import GNNColoringAlgorithm
@@ -55,11 +55,15 @@ def diffusion_tokens(recipe: Recipe) -> tuple[int, int]:
 
 
 #: measured efficiency (model FLOPs as ``diffusion_flops_per_sample`` counts them / dense bf16 peak) per
-#: (attention kernel, compiled), from the H200 sheet's *benchmark* rows only (benchmarks/diffusion_mfu.py,
-#: 12 × 768, seq 1024, batch 32; ../shared/reference/gpu-h200-2026-11-26.md); the ``gputrain run`` rows are
-#: the held-out check (benchmarks/PLANNER.md). Paths not measured fall back to the SDPA-eager figure.
-DIFFUSION_EFFICIENCY = {("sdpa", False): 0.168, ("flex", True): 0.325}
-DIFFUSION_EFFICIENCY_FALLBACK = ("sdpa", False)
+#: (attention kernel, compiled, head + loss path), from *benchmark* rows only (benchmarks/diffusion_mfu.py,
+#: 12 × 768, seq 1024, batch 32, H200): the eager loss from the 2026-11-26 sheet
+#: (../shared/reference/gpu-h200-2026-11-26.md), the compiled loss (with ``shared_modulation``, the defaults
+#: since #27) from the 2026-11-27 suite's bench_fast row, 0.1315 s = 40.0 % (benchmarks/RESULTS.md). The
+#: ``gputrain run`` rows are the held-out check (benchmarks/PLANNER.md). A loss path not measured takes its
+#: attention path's eager-loss figure; an attention path not measured, SDPA eager's.
+DIFFUSION_EFFICIENCY = {("sdpa", False, "torch"): 0.168, ("flex", True, "torch"): 0.325,
+                        ("flex", True, "compiled"): 0.400}
+DIFFUSION_EFFICIENCY_FALLBACK = ("sdpa", False, "torch")
 
 
 def diffusion_flops_per_sample(recipe: Recipe) -> tuple[float, int, float]:
@@ -87,12 +91,18 @@ def diffusion_efficiency(recipe: Recipe, hw: Hardware) -> tuple[float, str]:
     if "mfu" in recipe.estimate.model_fields_set and recipe.estimate.mfu:
         return float(recipe.estimate.mfu), f"{recipe.estimate.mfu:.1%} MFU assumed (estimate.mfu)"
     choice = plan_kernels(recipe, hw.gpu)
-    path = (choice.attention, choice.compile) if choice else DIFFUSION_EFFICIENCY_FALLBACK
-    measured = path in DIFFUSION_EFFICIENCY
-    eff = DIFFUSION_EFFICIENCY[path if measured else DIFFUSION_EFFICIENCY_FALLBACK]
-    label = f"{path[0]}{' + compile' if path[1] else ' eager'}"
-    return eff, (f"{eff:.1%} MFU measured for {label} (H200 benchmark)" if measured else
-                 f"{eff:.1%} MFU (SDPA eager's, {label} not measured)")
+    loss = diffusion_loss_kernel(recipe, choice, hw.gpu)
+    path = (choice.attention, choice.compile, loss) if choice else DIFFUSION_EFFICIENCY_FALLBACK
+    label = f"{path[0]}{' + compile' if path[1] else ' eager'}" + (f", {loss} loss" if loss != "torch" else "")
+    if path in DIFFUSION_EFFICIENCY:
+        eff = DIFFUSION_EFFICIENCY[path]
+        return eff, f"{eff:.1%} MFU measured for {label} (H200 benchmark)"
+    eager_loss = (path[0], path[1], "torch")
+    if eager_loss in DIFFUSION_EFFICIENCY:
+        eff = DIFFUSION_EFFICIENCY[eager_loss]
+        return eff, f"{eff:.1%} MFU (the eager loss's; {label} not measured)"
+    eff = DIFFUSION_EFFICIENCY[DIFFUSION_EFFICIENCY_FALLBACK]
+    return eff, f"{eff:.1%} MFU (SDPA eager's, {label} not measured)"
 
 
 def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
@@ -115,7 +125,8 @@ def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
     if isinstance(algo, DiffusionAlgorithm):
         eval_batches = algo.eval_batches + (len(algo.clip_search_widths) * algo.clip_search_batches
                                             if algo.clip_search else 0)
-    per_batch = per_sample / 3 * recipe.train.batch_size / (hw.peak * DIFFUSION_EFFICIENCY[("sdpa", False)])
+    eval_eff = DIFFUSION_EFFICIENCY[DIFFUSION_EFFICIENCY_FALLBACK]  # evaluation runs the EMA weights eagerly
+    per_batch = per_sample / 3 * recipe.train.batch_size / (hw.peak * eval_eff)
     compile_seconds = COMPILE_SECONDS if compiled else 0.0
     out.overhead_seconds = startup_seconds(hw) + compile_seconds + evals * eval_batches * per_batch
     layout = "noised P+E next to clean Q+P+E" if entrypoint_of(recipe.entrypoint).hierarchical else "x_t ⊕ x_0"
