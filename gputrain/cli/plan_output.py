@@ -37,6 +37,8 @@ def _get(config: dict[str, Any], dotted: str) -> Any:
 
 def _source(plan: JobPlan, dotted: str) -> str:
     if dotted == "train.attention" and plan.attention == "auto":
+        if plan.kernels is not None:  # the resolver's decision, the one the step time was planned with
+            return f"resolved for {plan.gpu.name}: {plan.kernels.label()} ({plan.kernels.reason})"
         return "resolved on the node: flash-attn if installed there and supported, else sdpa"
     if dotted in ("train.precision", "train.attention"):
         return "resolved for " + plan.gpu.name

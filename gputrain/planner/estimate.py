@@ -92,8 +92,8 @@ def estimate(recipe: Recipe, gpu: GPUFacts, gpus: int, nodes: int, precision: st
         step_seconds=step, phases=dict(model.phases), step_flops=model.flops or None,
         peak_bound_seconds=peak_bound_seconds(model.flops, hw) or None, overhead_seconds=model.overhead_seconds,
         total_steps=total_steps, total_hours=hours, cost_usd=cost, gpu_hourly_usd=gpu.price_usd_hour,
-        mfu=_efficiency(recipe), assumptions=model.assumptions, fits=fits, fit_message=message, fit=fit,
-        warnings=warnings,
+        mfu=model.efficiency or _efficiency(recipe), assumptions=model.assumptions, fits=fits, fit_message=message,
+        fit=fit, warnings=warnings,
     )
 
 

@@ -61,6 +61,7 @@ class StepModel:
     assumptions: list[str] = field(default_factory=list)
     compute_seconds: float = 0.0          # the part of the step that scales with the compute efficiency
     concurrent: tuple[str, ...] = ()      # phases that overlap the others (one-step off-policy rollout)
+    efficiency: float | None = None       # the compute efficiency the step was priced at, where the workload chose it
 
     @property
     def step_seconds(self) -> float:

@@ -112,7 +112,7 @@ def diffusion(recipe: Recipe, hw: Hardware) -> StepModel:
     samples = global_batch(recipe, hw.world)
     eff, eff_note = diffusion_efficiency(recipe, hw)
     choice = plan_kernels(recipe, hw.gpu)
-    out = StepModel("diffusion", flops=per_sample * samples)
+    out = StepModel("diffusion", flops=per_sample * samples, efficiency=eff)
     out.phases["compute"] = out.flops / hw.world / (hw.peak * eff)
     compiled = bool(choice and choice.compile)
     micro_steps = recipe.train.grad_accum
