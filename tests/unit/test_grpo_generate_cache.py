@@ -95,3 +95,36 @@ CUDA = DeviceFacts(device="cuda", name="H200", capability=(9, 0), bf16=True)
 def test_the_generate_cache_decision(requested: Any, facts: DeviceFacts, sharded: bool, expected: str) -> None:
     cache, why = resolve_generate_cache(requested, facts, sharded=sharded)
     assert cache == expected and why.startswith(expected)
+
+
+@pytest.mark.slow  # dynamo traces the decode step: ~5-10 s on the shared 2-core machine
+def test_the_decode_step_compiles_once_across_steps(tiny: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four rollouts of prompts whose longest differ, with optimizer updates between (a GRPO run's steps): the
+    bucket keeps every decode-step input one shape, so dynamo compiles one frame and never recompiles.
+
+    transformers compiles the decode step on GPUs only (``_valid_auto_compile_criteria``) and through
+    ``torch.compile(self.__call__)``, which torch 2.13 does not trace (no frame); here ``forward`` is compiled with
+    a counting backend in its place, at the call site transformers uses (``get_compiled_call``)."""
+    import copy
+
+    from torch._dynamo.testing import CompileCounter
+
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    model.__dict__.pop("_previous_max_cache_length", None)  # transformers' running maximum of the cache length
+    counter = CompileCounter()
+    compiled = torch.compile(model.forward, backend=counter)
+    monkeypatch.setattr(model, "_valid_auto_compile_criteria", lambda *a: True)
+    monkeypatch.setattr(model, "get_compiled_call", lambda config: compiled)
+    other = ["What is", "2 + 3 = 5", "Question: What", "#### 5"]
+    widths = set()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    for prompts in (other, PROMPTS, other, PROMPTS):  # shorter first: without the bucket, the cache would grow
+        roll = generate(model, tok, prompts, max_prompt_length=BUCKET, max_new_tokens=6, temperature=1.0,
+                        device=CPU, cache="static")
+        widths.add(roll.prompt_ids.size(1))
+        model.train()
+        model(input_ids=roll.input_ids).logits.float().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert len(widths) == 2  # the batches' longest prompts differ: without the bucket, the cache would too
+    assert counter.frame_count == 1
