@@ -64,3 +64,20 @@ def test_auto_plans_the_cache_the_trainer_picks(gpu: str, sets: list[str], gpus:
     est = _plan(gpu, *sets, gpus=gpus)
     kv = next(t for t in est.memory_terms if t.name == "kv_cache")
     assert f"({expected} cache)" in kv.note
+
+
+def test_a_run_planned_before_generate_cache_is_modelled_on_the_dynamic_cache() -> None:
+    """The calibration re-plans a measured run from its plan's recipe: one written before the field (#27) ran
+    HF generate on the dynamic cache, and must not be modelled with the static cache auto now picks."""
+    from gputrain.planner.calibrate import _model_run
+    from gputrain.registry.measured import MeasuredRun
+
+    plan = make_plan(RECIPES / "grpo_code_mbpp.yaml", gpu="H200", gpus_per_node=1, overrides=SETS,
+                     check_memory=False)
+    old = plan.recipe.model_dump(mode="json")
+    del old["algorithm"]["generate_cache"]
+    run = MeasuredRun(job="local:1", job_dir="/nowhere", entrypoint=plan.recipe.entrypoint, gpu=plan.gpu.name,
+                      world_size=1, precision=plan.precision, recipe=old)
+    _, modelled = _model_run(run, plan.gpu)
+    dynamic = _plan("H200", "algorithm.generate_cache=dynamic")
+    assert modelled.phases["rollout"] == pytest.approx(dynamic.phases["rollout"])
