@@ -14,8 +14,9 @@ memory), bench_chunked_ce (the default path with the chunked cross-entropy), run
 (the conservative and aggressive presets), run_hdp, run_gnn, rl_logprob (padded vs packed log-prob and update
 passes, HF generate with the dynamic vs the static cache), run_grpo (0.5B random-init policy, HF generate:
 steady step, rollout s and tokens/s beside the plan's rollout, warm-up and compile phases, peak allocated and
-reserved beside the plan's memory), run_grpo_packed (the same with ``algorithm.sequence_packing=true``: the
-trainer's packed passes, FlexAttention's compile as warm-up),
+reserved beside the plan's memory; ``algorithm.generate_cache`` auto: the static KV cache, decode compiled),
+run_grpo_dynamic (the same on the dynamic cache, as before #27's static cache), run_grpo_packed (the same with
+``algorithm.sequence_packing=true``: the trainer's packed passes, FlexAttention's compile as warm-up),
 numerics (flex vs SDPA forward and gradients, bf16/fp16 vs fp32, chunked CE), then #27 one change at a time:
 bench_no_expandable (padded head + bucketed rows, allocator defaults: reserved vs bench_default) and
 bench_padded (padded head only: GEMM kernels vs bench_pre27), rl_logprob_flex (packed log-prob and update
@@ -490,6 +491,10 @@ def collect_job(s: Suite, key: str, logs: Path, memfile: Path) -> dict[str, Any]
         if vals:
             info[f"metric_{k}_median"] = sorted(vals)[len(vals) // 2]
     info.update(rl_fields(recs, p, perf))
+    result = side.get("result.json") or {}
+    if "generate_cache" in result:  # GRPO (#27): the KV cache HF generate ran with, and a static cache's fall back
+        info.update(meas_generate_cache=result["generate_cache"],
+                    meas_generate_cache_fallback=result.get("generate_cache_fallback"))
     info["ratio_step"] = ratio(info.get("meas_step_s", info.get("meas_steady_step_s")), info.get("pred_step_s"))
     info["ratio_alloc"] = ratio(info.get("meas_alloc_gib", info.get("meas_perf_peak_gib")),
                                 _less(info.get("pred_mem_gib"), info.get("pred_context_gib")))
@@ -601,22 +606,35 @@ GRPO_SMALL = {"model.hidden_size": "64", "model.num_layers": "2", "model.num_hea
               "train.precision": "fp32", "algorithm.sandbox_workers": "2"}
 
 
-def step_run_grpo(s: Suite, key: str = "grpo_0.5B_hf", extra: tuple[str, ...] = ()) -> None:
+def step_run_grpo(s: Suite, key: str = "grpo_0.5B_hf", extra: tuple[str, ...] = (), cap: float = 150) -> None:
+    """The GRPO job as shipped: ``algorithm.generate_cache`` auto, so on the GPU HF generate runs on the static
+    KV cache with its decode step compiled (#27; the record's ``meas_generate_cache`` says which ran, and
+    ``meas_compile_by_step_s`` whether steps 2-3 recompiled: they must not). On the CPU, where auto keeps the
+    dynamic cache, the smoke asks for the static one (eager there) so the trainer's static path runs end to end."""
     env_extra = {"GPUTRAIN_SANDBOX_ALLOW_WEAK": "1"}
     s.env.update(env_extra)
     if s.gpu:
         # H100 2026-11-27: start + model load ~25 s, 3 steps 51 s padded (32.4 s warm-up first) / 77 s packed
-        # (46.1 s compile, 22.0 s recompile), no final evaluation nor closing checkpoint: ~80 / ~105 s. A cap that
-        # ends it early still leaves the steps (metrics.jsonl) and the peaks (the hook's 2 s readings).
-        gputrain_run(s, key, "grpo_code_mbpp.yaml", GRPO_RUN + list(extra), 140 if extra else 120)
+        # (46.1 s compile, 22.0 s recompile), no final evaluation nor closing checkpoint: ~80 / ~105 s; the static
+        # cache's decode compile adds ~24 s to the first step (H200 2026-11-27) and takes ~6 s off each step. A
+        # cap that ends it early still leaves the steps (metrics.jsonl) and the peaks (the hook's 2 s readings).
+        gputrain_run(s, key, "grpo_code_mbpp.yaml", GRPO_RUN + list(extra), cap)
     else:
         sets = [f"{k}={GRPO_SMALL.get(k, v)}" for k, v in (x.split("=", 1) for x in GRPO_RUN)]
+        if not any(x.startswith("algorithm.generate_cache=") for x in extra):
+            sets.append("algorithm.generate_cache=static")
         gputrain_run(s, key, "grpo_code_mbpp.yaml", sets + list(extra), 200)
+
+
+def step_run_grpo_dynamic(s: Suite) -> None:
+    """#27: run_grpo on HF generate's dynamic KV cache, the path before ``algorithm.generate_cache`` (the rows
+    of 2026-11-27: H200 steady 8.075 s, rollout 6.28 s): beside run_grpo, what the static cache changed."""
+    step_run_grpo(s, "grpo_0.5B_hf_dynamic", ("algorithm.generate_cache=dynamic",), cap=120)
 
 
 def step_run_grpo_packed(s: Suite) -> None:
     """#27: run_grpo with the trainer's packed log-prob and update passes (FlexAttention on the GPU)."""
-    step_run_grpo(s, "grpo_0.5B_hf_packed", ("algorithm.sequence_packing=true",))
+    step_run_grpo(s, "grpo_0.5B_hf_packed", ("algorithm.sequence_packing=true",), cap=170)
 
 
 def step_rl_logprob(s: Suite) -> None:
@@ -635,9 +653,9 @@ def step_rl_generate(s: Suite) -> None:
     At 16 × 128 the static cache had measured slower (2026-11-26), with a 4-token warm-up that left its
     recompile for the timed length inside the timed call."""
     args = ["--generate-only"] + (["--gen-rows", "64", "--new-tokens", "256"] if s.gpu else ["--smoke"])
-    # cap 60 s: start + model ~15 s, dynamic ~10 s; what is left is the static cache's compile + two calls (a
-    # compile that does not fit is the answer too: the record keeps the dynamic figures, generate_running=static)
-    res = s.run("rl_generate", [s.py, "benchmarks/rl_logprob_bench.py", *args], 60)
+    # cap 150 s: start + model ~15 s, dynamic ~25 s (first call 19.7 s), the static cache's compile 24.7 s + a call
+    # (H200 2026-11-27: 60 s cut it during the compile); a compile that does not fit keeps the dynamic figures
+    res = s.run("rl_generate", [s.py, "benchmarks/rl_logprob_bench.py", *args], 150)
     lines = res.pop("_lines")
     data = last_json(lines)
     if not res["ok"]:
@@ -680,6 +698,7 @@ STEPS: list[tuple[str, Callable[[Suite], None], float]] = [
     ("run_gnn", step_run_gnn, 30),
     ("rl_logprob", step_rl_logprob, 25),
     ("run_grpo", step_run_grpo, 100),
+    ("run_grpo_dynamic", step_run_grpo_dynamic, 100),
     ("run_grpo_packed", step_run_grpo_packed, 100),
     ("numerics", step_numerics, 20),
     ("bench_no_expandable", step_bench_no_expandable, 50),

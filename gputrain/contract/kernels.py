@@ -171,3 +171,32 @@ def resolve(req: KernelRequest, facts: DeviceFacts) -> KernelChoice:
     notes.append(why_precision)
     return KernelChoice(attention=attention, compile=compiled, precision=precision, reason="; ".join(notes),
                         decided_on=facts.source)
+
+
+GenerateCache = Literal["dynamic", "static"]
+
+
+def resolve_generate_cache(requested: Literal["auto", "dynamic", "static"], facts: DeviceFacts, *,
+                           sharded: bool = False) -> tuple[GenerateCache, str]:
+    """HF ``generate``'s KV cache for the rollouts (``algorithm.generate_cache``) and one line saying why.
+
+    The static cache is what lets transformers compile the decode step (``GenerationMixin.
+    _valid_auto_compile_criteria``: a compileable cache on a CUDA device; ``CompileConfig``'s default mode
+    ``reduce-overhead`` replays it as a CUDA graph), which removes the eager per-operator launches that bound a
+    small model's decode. ``auto`` takes it where that compile runs: a CUDA device with Triton, the policy not
+    sharded (FSDP2 runs its hooks and regathers every step around the decode, nothing a replayed graph holds).
+    Elsewhere the static cache would run eager and buy nothing, so ``auto`` keeps the dynamic one; ``static``
+    asked is honoured everywhere (on the CPU it runs eager: the tests compare it with the dynamic cache).
+    """
+    if requested == "dynamic":
+        return "dynamic", "dynamic KV cache (asked)"
+    if requested == "static":
+        compiled = facts.device == "cuda" and facts.has_triton is not False
+        return "static", "static KV cache (asked)" + ("; decode step compiled" if compiled else "; eager")
+    if facts.device != "cuda":
+        return "dynamic", "dynamic KV cache (auto: no CUDA device, transformers compiles the decode step on GPUs)"
+    if facts.has_triton is False:
+        return "dynamic", "dynamic KV cache (auto: Triton is not installed, the decode step cannot compile)"
+    if sharded:
+        return "dynamic", "dynamic KV cache (auto: FSDP-sharded policy, its hooks run around every decode step)"
+    return "static", "static KV cache + compiled decode step (auto: CUDA with Triton)"

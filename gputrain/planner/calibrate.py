@@ -76,6 +76,10 @@ def _model_run(run: MeasuredRun, facts: GPUFacts) -> tuple[Recipe, Estimate]:
     from gputrain.planner.workload import global_batch
 
     recipe = Recipe.model_validate(run.recipe)
+    algo = recipe.algorithm
+    if isinstance(algo, GRPOAlgorithm) and "generate_cache" not in algo.model_fields_set:
+        # a plan from before algorithm.generate_cache (#27): its HF rollouts ran on the dynamic KV cache
+        recipe = recipe.model_copy(update={"algorithm": algo.model_copy(update={"generate_cache": "dynamic"})})
     nodes = recipe.resources.nodes
     gpus = max(1, run.world_size // nodes)
     return recipe, estimate(recipe, facts, gpus, nodes, run.precision, global_batch(recipe, run.world_size))

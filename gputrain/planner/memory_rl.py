@@ -146,9 +146,9 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
                            note=f"vLLM weights + KV cache: {share:g} of total device memory"
                            + (" (asleep while training)" if algo.vllm_sleep_mode else "")))
     else:
-        kv = s.seqs * s.padded * physics.kv_bytes_per_token(model, hw.precision)
+        kv = s.seqs * s.cache_tokens * physics.kv_bytes_per_token(model, hw.precision)
         terms.append(_term("kv_cache", kv, "algorithm.train_batch_size", phase="rollout",
-                           note=f"HF generate: {s.seqs} sequences × {s.padded:.0f} tokens"))
+                           note=f"HF generate: {s.seqs} sequences × {s.cache_tokens:.0f} tokens ({s.cache} cache)"))
         terms.append(_term("generation_scores", s.seqs * v * 4 * 2, "algorithm.train_batch_size", phase="rollout",
                            note="fp32 scores and probabilities of one decode step"))
         if lay.sharded and params:

@@ -9,7 +9,9 @@ mini-batches of ``ppo_mini_batch_size`` prompts, each an optimizer update over m
 
 Decode is bounded per token by the larger of memory traffic (weights + the KV cache read once), compute,
 and host dispatch (eager HF: 72 operators per layer and 64 per step, plus FSDP2's forward hooks on every
-wrapped module when the policy is sharded, ``physics``; vLLM: CUDA graphs, or eager launches where the run
+wrapped module when the policy is sharded, ``physics``; HF with the static KV cache, ``algorithm.generate_cache``
+as the one resolver decides it for the plan's GPU: a compiled decode step replayed as a CUDA graph, the whole
+fixed-size cache read per step, its compile charged as start-up; vLLM: CUDA graphs, or eager launches where the run
 sets ``algorithm.vllm_enforce_eager``, as verl did by default up to v0.5). HF ``generate`` keeps every
 sequence until the longest stops; vLLM batches continuously, so its tail (the longest completions) runs at
 small batch. vLLM holds ``share × device memory`` for weights and KV cache; a rollout that does not fit its
@@ -28,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gputrain.contract.kernels import flex_blocker
+from gputrain.contract.kernels import flex_blocker, resolve_generate_cache
 from gputrain.errors import PlanError
 from gputrain.planner import physics, sglang_fit
 from gputrain.planner.kernels import catalog_facts
@@ -71,6 +73,11 @@ LOOPBACK_BYTES_PER_S = 2e9
 #: start-up: measured on one H100 2026-11-27 (benchmarks/RESULTS.md, 0.5B GRPO, bf16): the first three steps
 #: took 46.1 / 22.0 / 8.59 s packed against 32.4 / 9.69 / 8.53 s padded, so 46.1 - 32.4 and 22.0 - 9.7
 FLEX_COMPILE_SECONDS, FLEX_RECOMPILE_SECONDS = 14.0, 12.0
+#: HF generate's decode step compiled for the static KV cache (``algorithm.generate_cache``), charged once as
+#: start-up: measured on one H200 2026-11-27 (benchmarks/RESULTS.md, ``rl_logprob_bench.py --generate-only
+#: --gen-rows 64 --new-tokens 256``, 0.5B bf16): the static cache's first call took 24.7 s against 0.943 s for
+#: the next, same shape, so ~23.8 s of compile and CUDA-graph capture
+GENERATE_COMPILE_SECONDS = 23.8
 #: pinned host <-> device copies (PCIe 5 x16: 64 GB/s a direction at peak), bytes/s: assumed, not measured here
 HOST_COPY_BYTES_PER_S = 2.5e10
 
@@ -95,6 +102,14 @@ class RLShape:
     engine: str             # hf | vllm | sglang
     share: float | None     # the engine's memory share (vLLM's, or SGLang's mem_fraction_static)
     packed: bool = False    # log-prob/update passes on packed sequences (no padding)
+    cache: str = "dynamic"  # HF generate's KV cache (contract.kernels.resolve_generate_cache)
+    prompt_bucket: int = 0  # the static cache's prompt width: max_prompt_length (prompts left-padded to it)
+
+    @property
+    def cache_tokens(self) -> float:
+        """Tokens per sequence HF generate's KV cache holds: the batch's padded length, or with the static cache
+        its fixed bucket + ``max_completion_length`` (allocated whole, read whole by every decode step)."""
+        return self.prompt_bucket + self.completion_max if self.cache == "static" else self.padded
 
     @property
     def padded(self) -> float:
@@ -152,7 +167,8 @@ def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
     pad = min(float(algo.max_prompt_length), prompt * (1.5 if seqs > 1 else 1.0))
     return RLShape(prompts, mini, algo.num_generations, seqs, micro, prompt, pad,
                    recipe.estimate.completion_fraction * algo.max_completion_length, algo.max_completion_length,
-                   engine, share, algo.sequence_packing)
+                   engine, share, algo.sequence_packing, generate_cache(recipe, hw)[0] if engine == "hf" else "dynamic",
+                   algo.max_prompt_length)
 
 
 #: share of the dense peak reached by the prefill, log-prob and update passes when the recipe states none:
@@ -206,8 +222,28 @@ def tp_allreduce_seconds(hw: Hardware, tp: int) -> float:
     return min(ring, tree) * 1e-6
 
 
-def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str, tp: int = 1) -> float:
-    """One decode step of ``batch`` sequences on one engine of ``tp`` GPUs (weights and KV split over them)."""
+def generate_cache(recipe: Recipe, hw: Hardware) -> tuple[str, str]:
+    """(HF generate's KV cache, why) for the plan's GPU: the trainer's own decision
+    (``contract.kernels.resolve_generate_cache``) on the catalog's facts."""
+    algo = recipe.algorithm
+    requested = algo.generate_cache if isinstance(algo, GRPOAlgorithm) else "dynamic"
+    return resolve_generate_cache(requested, catalog_facts(hw.gpu), sharded=_fsdp_hooks(recipe, hw))
+
+
+def compiled_decode_host_seconds(recipe: Recipe, hw: Hardware) -> float:
+    """Launch floor of one HF decode step compiled for the static cache: the layers replay as a CUDA graph of
+    inductor's fused kernels (as many per layer as vLLM's graphed decode, ``VLLM_OPS_PER_LAYER``, at the graphed
+    per-kernel cost), while sampling and the stopping criteria stay eager (``HF_OPS_PER_TOKEN``). On the 0.5B
+    (24 layers) that is 3.84 ms per step; the H200 measured 3.68 ms (0.943 s for 256 steps of 64 rows,
+    benchmarks/RESULTS.md), against 16-29 ms eager."""
+    layers = recipe.model.num_layers or 1
+    return layers * physics.VLLM_OPS_PER_LAYER * physics.OP_SECONDS_GRAPHED + physics.HF_OPS_PER_TOKEN * hw.op_seconds
+
+
+def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, engine: str, tp: int = 1,
+                 compiled: bool = False) -> float:
+    """One decode step of ``batch`` sequences on one engine of ``tp`` GPUs (weights and KV split over them);
+    ``compiled``: HF generate's decode step compiled for the static cache (:func:`compiled_decode_host_seconds`)."""
     model = recipe.model
     weights = physics.params_of(model) * physics.half_bytes(hw.precision)
     kv = batch * context * physics.kv_bytes_per_token(model, hw.precision)
@@ -220,6 +256,8 @@ def _decode_step(recipe: Recipe, hw: Hardware, batch: float, context: float, eng
         eager = eager or (engine == "sglang" and batch > sglang_fit.graph_and_chunk(hw)[0])
         host = (model.num_layers or 1) * physics.VLLM_OPS_PER_LAYER * (
             hw.op_seconds if eager else physics.OP_SECONDS_GRAPHED)
+    elif compiled and not hw.gpu.is_cpu:
+        host = compiled_decode_host_seconds(recipe, hw)
     else:
         host = hf_decode_host_seconds(recipe, hw)
     # two all-reduces per layer (attention and MLP outputs), on the stream between the layers' kernels: they add
@@ -245,13 +283,20 @@ def _rollout(recipe: Recipe, hw: Hardware, s: RLShape, out: StepModel) -> None:
     prefill = prefill_flops / (hw.peak * mfu * tp)
     if s.engine == "hf":
         steps = s.completion_max if s.seqs > 1 else s.completion
-        decode = steps * _decode_step(recipe, hw, s.seqs, s.prompt_pad + steps / 2, "hf")
+        static = s.cache == "static" and not hw.gpu.is_cpu
+        # the static cache is read whole by every step (its keys beyond the sequence are masked, not skipped)
+        context = s.cache_tokens if s.cache == "static" else s.prompt_pad + steps / 2
+        decode = steps * _decode_step(recipe, hw, s.seqs, context, "hf", compiled=static)
         hooks = " and FSDP2's hooks on every wrapped module" if _fsdp_hooks(recipe, hw) else ""
+        if static:
+            floor = (f"{compiled_decode_host_seconds(recipe, hw) * 1e3:.3g} ms (decode step compiled for the static "
+                     f"KV cache of {s.cache_tokens:.0f} tokens and replayed as a CUDA graph; sampling eager)")
+        else:
+            floor = (f"{hf_decode_host_seconds(recipe, hw) * 1e3:.3g} ms of host time ({physics.HF_OPS_PER_LAYER} "
+                     f"eager operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks}; {s.cache} KV cache)")
         out.assumptions.append(
             f"rollout: HF generate, {s.seqs} sequences per rank in one batch, {steps:.0f} decode steps "
-            f"(the batch runs until its longest completion ends); each step at least "
-            f"{hf_decode_host_seconds(recipe, hw) * 1e3:.3g} ms of host time ({physics.HF_OPS_PER_LAYER} eager "
-            f"operators per layer + {physics.HF_OPS_PER_TOKEN} per step{hooks})")
+            f"(the batch runs until its longest completion ends); each step at least {floor}")
     else:
         waves, share, installed, cap, cap_knob, held = _engine_waves(recipe, hw, s, gen, servers)
         batch = gen / waves
@@ -425,11 +470,14 @@ def _run_overhead(recipe: Recipe, hw: Hardware, algo: GRPOAlgorithm, s: RLShape,
     saves = (steps // recipe.train.save_every + 1) if recipe.train.save_every and steps else 0
     per_save = 12 * physics.params_of(recipe.model) / CHECKPOINT_BYTES_PER_S
     compile_s = flex_compile_seconds(recipe, hw)
-    out.overhead_seconds = startup_seconds(hw) + compile_s + evals * per_eval + saves * per_save
+    decode_compile = GENERATE_COMPILE_SECONDS if s.cache == "static" and not hw.gpu.is_cpu else 0.0
+    out.overhead_seconds = startup_seconds(hw) + compile_s + decode_compile + evals * per_eval + saves * per_save
     out.assumptions.append(
         f"run overhead: start-up {startup_seconds(hw):g} s"
         + (f" + ~{compile_s:g} s of FlexAttention compile for the packed passes (first compile + one recompile, "
-           "H100 2026-11-27)" if compile_s else "") + f"; {evals} evaluation(s) on rank 0 ({batch} greedy "
+           "H100 2026-11-27)" if compile_s else "")
+        + (f" + ~{decode_compile:g} s compiling HF generate's decode step for the static KV cache (H200 "
+           "2026-11-27)" if decode_compile else "") + f"; {evals} evaluation(s) on rank 0 ({batch} greedy "
         f"completions of up to {new} tokens with HF generate, ~{per_eval:.3g} s each); {saves} full checkpoint(s) "
         f"(12 B/param at {CHECKPOINT_BYTES_PER_S / 1e9:g} GB/s, ~{per_save:.3g} s each)")
 

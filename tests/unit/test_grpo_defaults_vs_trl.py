@@ -49,6 +49,8 @@ SAME_SETTING = {
 OURS_ONLY = {
     "max_prompt_length": "TRL 1.16 dropped it; we cut prompts so the planner can size memory",
     "rollout_engine": "TRL's use_vllm + vllm_mode; ours picks by what the node has",
+    "generate_cache": "TRL's cache_implementation (default None: dynamic); ours auto: static + compiled decode on "
+                      "CUDA, decided by the kernel resolver the planner uses",
     "rollout_gpus": "server mode's GPUs inside the job (TRL starts `trl vllm-serve` separately); plan-only",
     "off_policy_steps": "one-step (or k-step) off-policy overlap (verl/NeMo RL/AReaL async); TRL has no such "
                         "setting; plan-only",

@@ -10,6 +10,7 @@ HF: nothing, it samples from the live policy) and returns the seconds it took.
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,12 +60,21 @@ class RolloutEngine(Protocol):
 
 
 class HFEngine:
-    """HF ``generate`` on the training model itself (under FSDP2 a collective: every rank calls it)."""
+    """HF ``generate`` on the training model itself (under FSDP2 a collective: every rank calls it).
+
+    ``cache`` is the KV cache ``contract.kernels.resolve_generate_cache`` chose. A static-cache call that
+    raises (the decode step's compile, a transformers that cannot build the cache for this model) is retried
+    once with the dynamic cache from the same random state, which then stays for the run: one line on stderr
+    and :attr:`fallback` (``result.json``'s ``generate_cache_fallback``) say why; the run never dies of it.
+    """
 
     name = "hf"
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, device: torch.device, autocast: Any) -> None:
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, device: torch.device, autocast: Any,
+                 cache: str = "dynamic") -> None:
         self.model, self.tokenizer, self.device, self.autocast = model, tokenizer, device, autocast
+        self.cache = cache
+        self.fallback: str | None = None
 
     def prepare(self, model: torch.nn.Module) -> float:
         return 0.0
@@ -72,10 +82,27 @@ class HFEngine:
     def weights_changed(self) -> None:
         return None
 
-    def generate(self, prompts: list[str], sampling: Sampling) -> Rollout:
+    def _call(self, prompts: list[str], sampling: Sampling) -> Rollout:
         autocast = self.autocast() if callable(self.autocast) else contextlib.nullcontext()
         return generate(self.model, self.tokenizer, prompts, device=self.device, autocast=autocast,
-                        **sampling.keywords())
+                        cache=self.cache, **sampling.keywords())
+
+    def generate(self, prompts: list[str], sampling: Sampling) -> Rollout:
+        if self.cache != "static":
+            return self._call(prompts, sampling)
+        cuda = self.device.type == "cuda"
+        rng = torch.get_rng_state(), (torch.cuda.get_rng_state(self.device) if cuda else None)
+        try:
+            return self._call(prompts, sampling)
+        except Exception as exc:  # any failure of the static path: the dynamic one still works
+            self.fallback = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:240]
+            print(f"[grpo] warning: the static KV cache failed ({self.fallback}); rollouts fall back to the "
+                  "dynamic cache for the rest of the run", file=sys.stderr, flush=True)
+            self.cache = "dynamic"
+            torch.set_rng_state(rng[0])
+            if rng[1] is not None:
+                torch.cuda.set_rng_state(rng[1], self.device)
+            return self._call(prompts, sampling)
 
 
 class VLLMRolloutEngine:

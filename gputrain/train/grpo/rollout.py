@@ -107,14 +107,25 @@ def _warn_if_cut(tokenizer: Any, prompts: list[str], max_len: int, add_special_t
 
 
 def tokenize_prompts(
-    tokenizer: Any, prompts: list[str], max_len: int, device: torch.device, add_special_tokens: bool = True
+    tokenizer: Any, prompts: list[str], max_len: int, device: torch.device, add_special_tokens: bool = True,
+    *, bucket: bool = False,
 ) -> Any:
+    """Left-padded, left-cut prompt ids and mask: as wide as the longest prompt, or ``max_len`` wide with
+    ``bucket`` (the static cache's fixed shape, :func:`generate`)."""
     tokenizer.padding_side = "left"
     tokenizer.truncation_side = "left"
     _warn_if_cut(tokenizer, prompts, max_len, add_special_tokens)
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True, max_length=max_len,
-                    add_special_tokens=add_special_tokens)
+    enc = tokenizer(prompts, return_tensors="pt", padding="max_length" if bucket else True, truncation=True,
+                    max_length=max_len, add_special_tokens=add_special_tokens)
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def trim_left_padding(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop the leading columns no row uses: a bucket-padded prompt batch back to its longest prompt, the
+    width ``padding=True`` gives, so the log-prob and update passes compute on what they did before."""
+    width = int(mask.sum(dim=1).max()) if mask.numel() else 0
+    start = mask.size(1) - width
+    return ids[:, start:], mask[:, start:]
 
 
 def _ids(eos_ids: int | Sequence[int]) -> list[int]:
@@ -183,10 +194,13 @@ def rollout_from_token_ids(
 
 
 def neutral_generation_config(
-    *, max_new_tokens: int, temperature: float, top_p: float, top_k: int | None, eos_ids: Sequence[int], pad_id: int
+    *, max_new_tokens: int, temperature: float, top_p: float, top_k: int | None, eos_ids: Sequence[int], pad_id: int,
+    cache: str = "dynamic",
 ) -> Any:
     """A ``GenerationConfig`` holding only the recipe's sampling parameters; everything else at transformers'
-    neutral defaults (no repetition penalty, no n-gram ban, no forced or suppressed tokens, no min length)."""
+    neutral defaults (no repetition penalty, no n-gram ban, no forced or suppressed tokens, no min length).
+    ``cache="static"`` sets ``cache_implementation``: the KV cache is allocated at prompt + ``max_new_tokens``
+    and, on a GPU, transformers compiles the decode step for that shape (``GenerationMixin.get_compiled_call``)."""
     from transformers import GenerationConfig
 
     sampling: dict[str, Any] = (
@@ -194,6 +208,8 @@ def neutral_generation_config(
         if temperature > 0
         else {"do_sample": False}
     )
+    if cache == "static":
+        sampling["cache_implementation"] = "static"
     return GenerationConfig(max_new_tokens=int(max_new_tokens), eos_token_id=list(eos_ids), pad_token_id=int(pad_id),
                             use_cache=True, **sampling)
 
@@ -226,6 +242,7 @@ def generate(
     gather: bool = True,
     eos_ids: Sequence[int] | None = None,
     add_special_tokens: bool = True,
+    cache: str = "dynamic",
 ) -> Rollout:
     """Sample one completion per prompt string (repeat prompts G times before calling for groups).
 
@@ -233,14 +250,22 @@ def generate(
     EOS). Works on DDP- and FSDP-wrapped models; under FSDP it is a collective (every rank must call it,
     with any number of prompts) unless ``gather`` is False because the caller already holds
     :func:`unsharded_for_generation`.
+
+    ``cache="static"`` (``algorithm.generate_cache``, ``contract.kernels.resolve_generate_cache``): prompts
+    are left-padded to ``max_prompt_length`` so that every call with the same number of prompts has one
+    shape (cache ``max_prompt_length + max_new_tokens`` long) and the compiled decode step never recompiles;
+    the extra padding is masked (positions come from the mask), then trimmed from the returned prompts, so
+    the :class:`Rollout` is the dynamic cache's.
     """
     stops = list(eos_ids) if eos_ids else [int(tokenizer.eos_token_id)]
-    prompt_ids, prompt_mask = tokenize_prompts(tokenizer, prompts, max_prompt_length, device, add_special_tokens)
+    static = cache == "static"
+    prompt_ids, prompt_mask = tokenize_prompts(tokenizer, prompts, max_prompt_length, device, add_special_tokens,
+                                               bucket=static)
     hf = unwrap(model)
     was_training = hf.training
     hf.eval()
     config = neutral_generation_config(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                       top_k=top_k, eos_ids=stops, pad_id=tokenizer.pad_token_id)
+                                       top_k=top_k, eos_ids=stops, pad_id=tokenizer.pad_token_id, cache=cache)
     gathered = unsharded_for_generation(model) if gather else contextlib.nullcontext()
     with gathered, autocast or contextlib.nullcontext(), _neutral_defaults(hf, config):
         out = hf.generate(  # type: ignore[operator]
@@ -254,6 +279,8 @@ def generate(
         )
     hf.train(was_training)
     completion_ids = out[:, prompt_ids.size(1) :]
+    if static:
+        prompt_ids, prompt_mask = trim_left_padding(prompt_ids, prompt_mask)
     if completion_ids.size(1) == 0:
         completion_ids = torch.full((len(prompts), 1), stops[0], device=device)
     mask, truncated = completion_masks(completion_ids, stops)

@@ -19,7 +19,8 @@ updates, before the next rollout (no rollout happens between the updates of one 
 step is enough); ``weight_sync_seconds`` records its cost next to ``rollout_tokens_per_s``.
 
 Compile is start-up, not step time (#27): a step in which torch's compiler ran (FlexAttention's first call
-with ``algorithm.sequence_packing`` on CUDA, a recompile for a new bin shape, ``train.compile``'s layers)
+with ``algorithm.sequence_packing`` on CUDA, a recompile for a new bin shape, ``train.compile``'s layers, HF
+generate's decode step with the static KV cache, ``algorithm.generate_cache``: first rollout)
 logs ``compile_seconds`` (``runtime.compile_clock``: dynamo's own compile-time totals, the largest over the
 ranks). Its ``step_seconds`` stays the step's wall time (the ``[grpo] step`` line is unchanged), and
 ``perf.json``'s step time, the one the planner calibrates from, leaves it out with the process's first step
@@ -141,6 +142,18 @@ def build_policy(ctx: RunContext, task: GRPOTask) -> tuple[Any, Any, Any | None,
     return model, tokenizer, ref, in_effect, lora_info
 
 
+def generate_cache(ctx: RunContext, algo: GRPOAlgorithm) -> str:
+    """HF generate's KV cache for the rollouts: the one resolver's choice (``contract.kernels.
+    resolve_generate_cache``, which the planner calls too) on this node's facts, said in the log."""
+    from gputrain.contract.kernels import resolve_generate_cache
+    from gputrain.train.runtime.kernels import detect_facts
+
+    sharded = ctx.world_size > 1 and ctx.recipe.distributed.strategy == "fsdp"
+    cache, why = resolve_generate_cache(algo.generate_cache, detect_facts(ctx.device), sharded=sharded)
+    ctx.print0(f"[grpo] generate: {why}")
+    return cache
+
+
 def _engine(ctx: RunContext, policy: Policy, algo: GRPOAlgorithm) -> tuple[RolloutEngine, str]:
     """The rollout engine the plan allows (``rollout.pick_engine``), behind the :class:`RolloutEngine` protocol."""
     name, note = pick_engine(algo.rollout_engine, ctx.device, ctx.recipe.memory.vllm_gpu_memory_utilization)
@@ -150,7 +163,7 @@ def _engine(ctx: RunContext, policy: Policy, algo: GRPOAlgorithm) -> tuple[Rollo
                                 "generate only for now; set algorithm.rollout_engine to hf or auto")
         name, note = "hf", "HF generate (LoRA: the vLLM weight push of adapters is not wired yet)"
     if name != "vllm":
-        return HFEngine(policy.model, policy.tokenizer, ctx.device, ctx.autocast), note
+        return HFEngine(policy.model, policy.tokenizer, ctx.device, ctx.autocast, generate_cache(ctx, algo)), note
     from gputrain.train.grpo.vllm_engine import engine_from_context
 
     vllm = engine_from_context(ctx, policy.model, policy.tokenizer, algo)
@@ -237,7 +250,8 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
     clock = CompileClock()
     # the process's first step is start-up (allocator, CUDA context, generate's first call, FlexAttention's
     # compile with packing on CUDA): a phase of its own, as in the diffusion trainers (#27)
-    compiles = (algo.sequence_packing and ctx.device.type == "cuda") or bool(train.compile)
+    static = getattr(engine, "cache", None) == "static" and ctx.device.type == "cuda"  # transformers compiles it
+    compiles = (algo.sequence_packing and ctx.device.type == "cuda") or bool(train.compile) or static
     first_phase = f"first step (warm-up{' + compile' if compiles else ''})"
     if step < max_steps:
         ctx.print0(phases.start_line(first_phase))
@@ -314,6 +328,9 @@ def train_grpo(ctx: RunContext, task: GRPOTask) -> int:
             "sharded_local_numel": report.local_numel,
             "global_numel": report.global_numel,
             "rollout_engine": engine.name,
+            # HF generate's KV cache in effect at the end, and why a static cache fell back (null: it did not)
+            "generate_cache": getattr(engine, "cache", None),
+            "generate_cache_fallback": getattr(engine, "fallback", None),
             "prompt_format": fmt.mode,
             "model_dir": MODEL_DIR,  # save_pretrained folder: safetensors, config, tokenizer, chat template
             "lora": lora_info,  # null without LoRA
