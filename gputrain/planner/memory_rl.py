@@ -16,7 +16,10 @@
   ``algorithm.logprob_vocab_chunk`` (prime-rl's fused head) loops over vocabulary chunks instead: a
   ``[T, chunk]`` working set and the head's weight gradient, never ``[T, V]``.
 - Sequences are padded to the longest in the micro-batch (``algorithm.sequence_packing: false``) or packed
-  (true: the expected real length, no padding).
+  (true: the expected real length; under FlexAttention the micro-batch's bins × their 128-aligned width, as
+  ``train.grpo.packed_pass.processed_tokens`` counts them). The lengths are the recipe's ``estimate``
+  fractions: a packed plan's activations are only as right as its expected completion length (H200
+  2026-11-27: 32 + 179 assumed, 19 + 90 ran; the 1.5× over-prediction was that, not a term).
 - The reference model in the compute dtype when ``beta > 0``; vLLM's share of *total* device memory
   (checked in ``gputrain.planner.vllm_fit``), or the HF-generate KV cache of the whole rollout batch and
   its fp32 scores, and under FSDP the gathered full weights.
@@ -87,7 +90,8 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
     half_params = recipe.distributed.sharding != "auto" or lay.offload
     on_host = recipe.memory.activations_on_host and not hw.gpu.is_cpu
     acts = decoder_activation_bytes(model, s.micro * length, ckpt, half if half_params else 4, on_host) / tp
-    how = "packed, expected real length" if algo.sequence_packing else "padded to the longest"
+    how = ("padded to the longest" if not algo.sequence_packing else "packed, expected real length"
+           + (f" {s.real_tokens:.0f} in FlexAttention bins of {s.bin_width}" if s.bin_width else ""))
     terms = [_term("activations", acts, "train.batch_size" if ckpt else "train.gradient_checkpointing=true",
                    phase="train", batch=True, note=f"{length:.0f} tokens ({how}) × {s.micro} per micro-batch, "
                    f"{'with' if ckpt else 'without'} recomputation"

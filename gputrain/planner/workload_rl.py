@@ -60,6 +60,8 @@ LOOPBACK_BYTES_PER_S = 2e9
 #: start-up: measured on one H100 2026-11-27 (benchmarks/RESULTS.md, 0.5B GRPO, bf16): the first three steps
 #: took 46.1 / 22.0 / 8.59 s packed against 32.4 / 9.69 / 8.53 s padded, so 46.1 - 32.4 and 22.0 - 9.7
 FLEX_COMPILE_SECONDS, FLEX_RECOMPILE_SECONDS = 14.0, 12.0
+#: FlexAttention's block (``train.grpo.packing_flex.FLEX_BLOCK``): the packed bins' width is a multiple of it
+FLEX_BLOCK = 128
 #: pinned host <-> device copies (PCIe 5 x16: 64 GB/s a direction at peak), bytes/s: assumed, not measured here
 HOST_COPY_BYTES_PER_S = 2.5e10
 
@@ -84,15 +86,29 @@ class RLShape:
     engine: str             # hf | vllm | sglang
     share: float | None     # the engine's memory share (vLLM's, or SGLang's mem_fraction_static)
     packed: bool = False    # log-prob/update passes on packed sequences (no padding)
+    bin_width: int = 0      # FlexAttention's packed bin (the padded width rounded up to 128); 0: eager packer
 
     @property
     def padded(self) -> float:
         return self.prompt_pad + self.completion_max
 
     @property
+    def real_tokens(self) -> float:
+        """A sequence's expected real tokens (prompt + completion, no padding)."""
+        return self.prompt_tokens + self.completion
+
+    @property
     def train_tokens(self) -> float:
-        """Tokens per sequence that the log-prob and update passes compute on."""
-        return self.prompt_tokens + self.completion if self.packed else self.padded
+        """Tokens per sequence that the log-prob and update passes compute on: the padded width; packed, the real
+        tokens, and under FlexAttention the micro-batch's bins × their width (``packed_pass.processed_tokens``:
+        the last bin runs full width; never more than padded)."""
+        if not self.packed:
+            return self.padded
+        if not self.bin_width:
+            return self.real_tokens
+        rows = max(1, min(self.micro, self.seqs))
+        bins = math.ceil(rows * self.real_tokens / self.bin_width)
+        return min(self.padded, bins * self.bin_width / rows)
 
     @property
     def updates(self) -> int:
@@ -139,9 +155,12 @@ def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
     seqs = max(1, prompts * algo.num_generations // train_world)
     prompt = recipe.estimate.prompt_fraction * algo.max_prompt_length
     pad = min(float(algo.max_prompt_length), prompt * (1.5 if seqs > 1 else 1.0))
+    flex = algo.sequence_packing and flex_blocker(catalog_facts(hw.gpu)) is None
+    width = pad + algo.max_completion_length
     return RLShape(prompts, mini, algo.num_generations, seqs, micro, prompt, pad,
                    recipe.estimate.completion_fraction * algo.max_completion_length, algo.max_completion_length,
-                   engine, share, algo.sequence_packing)
+                   engine, share, algo.sequence_packing,
+                   -(-math.ceil(width) // FLEX_BLOCK) * FLEX_BLOCK if flex else 0)
 
 
 #: share of the dense peak reached by the prefill, log-prob and update passes when the recipe states none:
@@ -401,7 +420,9 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         f"RL step: {s.prompts} prompts × {s.generations} completions ({s.seqs} per rank); prompts "
         f"~{s.prompt_tokens:.0f} tokens (estimate.prompt_fraction), completions ~{s.completion:.0f} of "
         f"{s.completion_max} (estimate.completion_fraction); log-prob and update passes on "
-        + (f"packed sequences of ~{s.train_tokens:.0f} real tokens (algorithm.sequence_packing)" if s.packed
+        + (f"packed sequences of ~{s.real_tokens:.0f} real tokens (algorithm.sequence_packing)"
+           + (f", ~{s.train_tokens:.0f} each with FlexAttention's bins of {s.bin_width}" if s.bin_width else "")
+           if s.packed
            else f"tensors padded to {s.padded:.0f} (the trainer pads; algorithm.sequence_packing=true packs)"))
     _sync(recipe, hw, s, out)
     _rollout(recipe, hw, s, out)
