@@ -161,6 +161,25 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
     return terms
 
 
+def gradients_at_peak(recipe: Recipe, hw: Hardware, lay: Layout, terms: list[MemoryTerm]) -> list[MemoryTerm]:
+    """On one GPU the update's peak is the start of its backward, before any gradient exists: the trainer
+    clears them with ``zero_grad(set_to_none=True)`` (``runtime.context.step_optimizer``), runs one backward per
+    micro-batch and wraps no DDP (``strategy=single``: no reducer buckets), and the backward frees each layer's
+    saved tensors as it allocates that layer's gradients. So the gradients count only by what they exceed the
+    activations and logits by (the end of the backward). Several ranks (DDP's reducer keeps a flat copy of every
+    gradient; FSDP) or several micro-batches per update (the gradients accumulate) keep them resident."""
+    algo = recipe.algorithm
+    if (not isinstance(algo, GRPOAlgorithm) or hw.gpu.is_cpu or lay.train_world != 1 or lay.sharded or lay.offload
+            or lay.sharding != "auto" or rl_shape(recipe, hw).micro_per_update != 1):
+        return terms
+    freed = sum(t.gib for t in terms if t.name in ("activations", "logits"))
+    return [t.model_copy(update={
+        "gib": max(0.0, t.gib - freed), "phase": "train",
+        "note": t.note + ": allocated during the backward as the activations are freed (set_to_none, one "
+                "micro-batch per update, one GPU), so only what exceeds them counts at the peak"})
+            if t.name == "gradients" and t.phase == "persistent" else t for t in terms]
+
+
 #: model states the trainer can move to the host while a colocated engine generates
 MODEL_STATES = frozenset({"weights", "master_weights", "optimizer", "gradients", "frozen_weights",
                           "autocast_weights"})

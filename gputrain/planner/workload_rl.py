@@ -39,6 +39,7 @@ from gputrain.planner.vllm_fit import MAX_WAVES, check_share, kv_cache_bytes
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.entrypoints import entrypoint_of
+from gputrain.recipe.plan_only import plan_only_fields
 from gputrain.recipe.schema import Recipe
 
 #: a sandboxed program (fresh interpreter, the asserts) takes this long per completion, seconds
@@ -100,15 +101,17 @@ class RLShape:
     @property
     def train_tokens(self) -> float:
         """Tokens per sequence that the log-prob and update passes compute on: the padded width; packed, the real
-        tokens, and under FlexAttention the micro-batch's bins × their width (``packed_pass.processed_tokens``:
-        the last bin runs full width; never more than padded)."""
+        tokens, and under FlexAttention the micro-batch's bins × their fill rounded up to the 128-token block
+        (``packed_pass.processed_tokens``: every bin runs at the fullest one's block width; never more than
+        padded). The bins are as few as the real tokens allow (lengths that vary pack that well)."""
         if not self.packed:
             return self.padded
         if not self.bin_width:
             return self.real_tokens
         rows = max(1, min(self.micro, self.seqs))
         bins = math.ceil(rows * self.real_tokens / self.bin_width)
-        return min(self.padded, bins * self.bin_width / rows)
+        width = -(-math.ceil(rows * self.real_tokens / bins) // FLEX_BLOCK) * FLEX_BLOCK
+        return min(self.padded, bins * width / rows)
 
     @property
     def updates(self) -> int:
@@ -155,7 +158,11 @@ def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
     seqs = max(1, prompts * algo.num_generations // train_world)
     prompt = recipe.estimate.prompt_fraction * algo.max_prompt_length
     pad = min(float(algo.max_prompt_length), prompt * (1.5 if seqs > 1 else 1.0))
-    flex = algo.sequence_packing and flex_blocker(catalog_facts(hw.gpu)) is None
+    # the 128-aligned bins are this trainer's FlexAttention packer (train.grpo.packed_pass); a recipe with a field
+    # only the planner knows describes another framework's trainer, whose packing (verl's remove-padding, NeMo
+    # RL's) has no such bins
+    flex = (algo.sequence_packing and flex_blocker(catalog_facts(hw.gpu)) is None
+            and not plan_only_fields(recipe))
     width = pad + algo.max_completion_length
     return RLShape(prompts, mini, algo.num_generations, seqs, micro, prompt, pad,
                    recipe.estimate.completion_fraction * algo.max_completion_length, algo.max_completion_length,

@@ -89,3 +89,19 @@ def test_packed_plan_counts_the_flex_bins_the_trainer_processes() -> None:
     shape = rl_shape(plan.recipe, Hardware(gpu=plan.gpu, world=1, precision="bf16"))
     assert trainer == 7296
     assert shape.micro * shape.train_tokens == pytest.approx(trainer, rel=0.01)
+
+
+def test_one_gpu_update_peaks_before_its_gradients_exist() -> None:
+    """The trainer sets gradients to None after each update and, on one GPU, wraps no DDP: one micro-batch per
+    update peaks at the start of its backward with no gradient allocated (a CPU trace of the update at the
+    packed row's 7,296 tokens: peak, then the gradients as the layers' activations are freed). Two
+    micro-batches accumulate: the first one's gradients are resident through the second's backward."""
+    def gradients(extra: list[str]) -> tuple[float, str]:
+        est = make_plan(RECIPES / "grpo_code_mbpp.yaml", gpu="H200", gpus_per_node=1,
+                        overrides=[*SETS, *LEN_H200_PACKED, *extra], check_memory=False).estimate
+        term = next(t for t in est.memory_terms if t.name == "gradients")
+        return term.gib, term.phase
+
+    assert gradients([]) == (0.0, "train")
+    held, phase = gradients(["train.batch_size=32", "algorithm.train_batch_size=8"])  # 2 micro-batches of 32
+    assert phase == "persistent" and held == pytest.approx(4 * 5.0e8 / 2**30)
