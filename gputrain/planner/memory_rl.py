@@ -20,6 +20,9 @@
   ``train.grpo.packed_pass.processed_tokens`` counts them). The lengths are the recipe's ``estimate``
   fractions: a packed plan's activations are only as right as its expected completion length (H200
   2026-11-27: 32 + 179 assumed, 19 + 90 ran; the 1.5× over-prediction was that, not a term).
+- Gradients (``gradients_at_peak``): on one GPU with one micro-batch per update the peak is the start of the
+  backward, before any gradient exists (``zero_grad(set_to_none=True)``, no DDP reducer); several ranks or
+  accumulated micro-batches keep them resident (H200 2026-11-27, benchmarks/PLANNER.md).
 - The reference model in the compute dtype when ``beta > 0``; vLLM's share of *total* device memory
   (checked in ``gputrain.planner.vllm_fit``), or the HF-generate KV cache of the whole rollout batch and
   its fp32 scores, and under FSDP the gathered full weights.

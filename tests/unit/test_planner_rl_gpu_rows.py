@@ -35,8 +35,8 @@ H200_STEP = pytest.mark.xfail(strict=True, reason="#28: 1.2 s of sandbox per ste
 #: (6,974 real tokens in 19 FlexAttention bins of 384 = 7,296 processed). The plan is held at the workload that ran
 LEN_H200 = ["estimate.prompt_fraction=0.297"]
 LEN_H200_PACKED = [*PACKED, *LEN_H200, "estimate.completion_fraction=0.3516"]
-#: step 3's rollout took 9.81 s packed against 7.76 s padded for the same 256 decode steps (30 vs 38 ms a step)
-#: after the FlexAttention compiles of steps 1-2; the planner's HF-generate rollout has no term for that
+#: step 3's rollout took 9.81 s packed for 238-256 decode steps (38-41 ms a step, after the FlexAttention compiles
+#: of steps 1-2) against 7.76 s padded for 256 (30 ms); the planner's HF-generate rollout has no term for that
 H200_PACKED_ROLLOUT = pytest.mark.xfail(strict=True, reason="#28: HF generate after the flex compile ran 38 ms a "
                                         "decode step on the H200 (30 ms padded); the plan's 6.89 s is 0.70x")
 
