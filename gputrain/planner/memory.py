@@ -22,7 +22,7 @@ from __future__ import annotations
 from gputrain.contract.estimate import MemoryTerm
 from gputrain.planner import physics
 from gputrain.planner.memory_rl import RL_ENTRYPOINTS as RL_ENTRYPOINTS
-from gputrain.planner.memory_rl import rl_terms, rollout_offload
+from gputrain.planner.memory_rl import gradients_at_peak, rl_terms, rollout_offload
 from gputrain.planner.memory_terms import BASIS_RANGE as BASIS_RANGE
 from gputrain.planner.memory_terms import _term, state_terms
 from gputrain.planner.parallel import layout
@@ -48,7 +48,8 @@ def memory_terms(recipe: Recipe, hw: Hardware) -> list[MemoryTerm]:
     b = train.batch_size
     terms: list[MemoryTerm] = state_terms(recipe, hw, params, lay) if params else []
     if recipe.entrypoint in RL_ENTRYPOINTS:
-        terms = rollout_offload(recipe, hw, terms + rl_terms(recipe, hw, params, lay, half))
+        terms = rollout_offload(recipe, hw, gradients_at_peak(recipe, hw, lay,
+                                                              terms + rl_terms(recipe, hw, params, lay, half)))
     elif entrypoint_of(recipe.entrypoint).workload == "gnn":
         algo = recipe.algorithm
         assert isinstance(algo, GNNColoringAlgorithm)

@@ -16,7 +16,13 @@
   ``algorithm.logprob_vocab_chunk`` (prime-rl's fused head) loops over vocabulary chunks instead: a
   ``[T, chunk]`` working set and the head's weight gradient, never ``[T, V]``.
 - Sequences are padded to the longest in the micro-batch (``algorithm.sequence_packing: false``) or packed
-  (true: the expected real length, no padding).
+  (true: the expected real length; under FlexAttention the micro-batch's bins × their 128-aligned width, as
+  ``train.grpo.packed_pass.processed_tokens`` counts them). The lengths are the recipe's ``estimate``
+  fractions: a packed plan's activations are only as right as its expected completion length (H200
+  2026-11-27: 32 + 179 assumed, 19 + 90 ran; the 1.5× over-prediction was that, not a term).
+- Gradients (``gradients_at_peak``): on one GPU with one micro-batch per update the peak is the start of the
+  backward, before any gradient exists (``zero_grad(set_to_none=True)``, no DDP reducer); several ranks or
+  accumulated micro-batches keep them resident (H200 2026-11-27, benchmarks/PLANNER.md).
 - The reference model in the compute dtype when ``beta > 0``; vLLM's share of *total* device memory
   (checked in ``gputrain.planner.vllm_fit``), or the HF-generate KV cache of the whole rollout batch and
   its fp32 scores, and under FSDP the gathered full weights.
@@ -87,7 +93,8 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
     half_params = recipe.distributed.sharding != "auto" or lay.offload
     on_host = recipe.memory.activations_on_host and not hw.gpu.is_cpu
     acts = decoder_activation_bytes(model, s.micro * length, ckpt, half if half_params else 4, on_host) / tp
-    how = "packed, expected real length" if algo.sequence_packing else "padded to the longest"
+    how = ("padded to the longest" if not algo.sequence_packing else "packed, expected real length"
+           + (f" {s.real_tokens:.0f} in FlexAttention bins of {s.bin_width}" if s.bin_width else ""))
     terms = [_term("activations", acts, "train.batch_size" if ckpt else "train.gradient_checkpointing=true",
                    phase="train", batch=True, note=f"{length:.0f} tokens ({how}) × {s.micro} per micro-batch, "
                    f"{'with' if ckpt else 'without'} recomputation"
@@ -155,6 +162,25 @@ def rl_terms(recipe: Recipe, hw: Hardware, params: float, lay: Layout, half: int
             terms.append(_term("unsharded_weights", half * params, "algorithm.rollout_engine=vllm", phase="rollout",
                                note="FSDP2 gathers the full compute-dtype weights for HF generate"))
     return terms
+
+
+def gradients_at_peak(recipe: Recipe, hw: Hardware, lay: Layout, terms: list[MemoryTerm]) -> list[MemoryTerm]:
+    """On one GPU the update's peak is the start of its backward, before any gradient exists: the trainer
+    clears them with ``zero_grad(set_to_none=True)`` (``runtime.context.step_optimizer``), runs one backward per
+    micro-batch and wraps no DDP (``strategy=single``: no reducer buckets), and the backward frees each layer's
+    saved tensors as it allocates that layer's gradients. So the gradients count only by what they exceed the
+    activations and logits by (the end of the backward). Several ranks (DDP's reducer keeps a flat copy of every
+    gradient; FSDP) or several micro-batches per update (the gradients accumulate) keep them resident."""
+    algo = recipe.algorithm
+    if (not isinstance(algo, GRPOAlgorithm) or hw.gpu.is_cpu or lay.train_world != 1 or lay.sharded or lay.offload
+            or lay.sharding != "auto" or rl_shape(recipe, hw).micro_per_update != 1):
+        return terms
+    freed = sum(t.gib for t in terms if t.name in ("activations", "logits"))
+    return [t.model_copy(update={
+        "gib": max(0.0, t.gib - freed), "phase": "train",
+        "note": t.note + ": allocated during the backward as the activations are freed (set_to_none, one "
+                "micro-batch per update, one GPU), so only what exceeds them counts at the peak"})
+            if t.name == "gradients" and t.phase == "persistent" else t for t in terms]
 
 
 #: model states the trainer can move to the host while a colocated engine generates

@@ -41,6 +41,7 @@ from gputrain.planner.vllm_fit import MAX_WAVES, check_share, kv_cache_bytes
 from gputrain.planner.workload import CHECKPOINT_BYTES_PER_S, Hardware, StepModel, startup_seconds
 from gputrain.recipe.algorithms.grpo import GRPOAlgorithm
 from gputrain.recipe.entrypoints import entrypoint_of
+from gputrain.recipe.plan_only import plan_only_fields
 from gputrain.recipe.schema import Recipe
 
 #: a sandboxed program (fresh interpreter, the asserts) takes this long per completion, seconds
@@ -78,6 +79,8 @@ FLEX_COMPILE_SECONDS, FLEX_RECOMPILE_SECONDS = 14.0, 12.0
 #: --gen-rows 64 --new-tokens 256``, 0.5B bf16): the static cache's first call took 24.7 s against 0.943 s for
 #: the next, same shape, so ~23.8 s of compile and CUDA-graph capture
 GENERATE_COMPILE_SECONDS = 23.8
+#: FlexAttention's block (``train.grpo.packing_flex.FLEX_BLOCK``): the packed bins' width is a multiple of it
+FLEX_BLOCK = 128
 #: pinned host <-> device copies (PCIe 5 x16: 64 GB/s a direction at peak), bytes/s: assumed, not measured here
 HOST_COPY_BYTES_PER_S = 2.5e10
 
@@ -102,6 +105,7 @@ class RLShape:
     engine: str             # hf | vllm | sglang
     share: float | None     # the engine's memory share (vLLM's, or SGLang's mem_fraction_static)
     packed: bool = False    # log-prob/update passes on packed sequences (no padding)
+    bin_width: int = 0      # FlexAttention's packed bin (the padded width rounded up to 128); 0: eager packer
     cache: str = "dynamic"  # HF generate's KV cache (contract.kernels.resolve_generate_cache)
     prompt_bucket: int = 0  # the static cache's prompt width: max_prompt_length (prompts left-padded to it)
 
@@ -116,9 +120,24 @@ class RLShape:
         return self.prompt_pad + self.completion_max
 
     @property
+    def real_tokens(self) -> float:
+        """A sequence's expected real tokens (prompt + completion, no padding)."""
+        return self.prompt_tokens + self.completion
+
+    @property
     def train_tokens(self) -> float:
-        """Tokens per sequence that the log-prob and update passes compute on."""
-        return self.prompt_tokens + self.completion if self.packed else self.padded
+        """Tokens per sequence that the log-prob and update passes compute on: the padded width; packed, the real
+        tokens, and under FlexAttention the micro-batch's bins × their fill rounded up to the 128-token block
+        (``packed_pass.processed_tokens``: every bin runs at the fullest one's block width; never more than
+        padded). The bins are as few as the real tokens allow (lengths that vary pack that well)."""
+        if not self.packed:
+            return self.padded
+        if not self.bin_width:
+            return self.real_tokens
+        rows = max(1, min(self.micro, self.seqs))
+        bins = math.ceil(rows * self.real_tokens / self.bin_width)
+        width = -(-math.ceil(rows * self.real_tokens / bins) // FLEX_BLOCK) * FLEX_BLOCK
+        return min(self.padded, bins * width / rows)
 
     @property
     def updates(self) -> int:
@@ -165,10 +184,17 @@ def rl_shape(recipe: Recipe, hw: Hardware) -> RLShape:
     seqs = max(1, prompts * algo.num_generations // train_world)
     prompt = recipe.estimate.prompt_fraction * algo.max_prompt_length
     pad = min(float(algo.max_prompt_length), prompt * (1.5 if seqs > 1 else 1.0))
+    # the 128-aligned bins are this trainer's FlexAttention packer (train.grpo.packed_pass); a recipe with a field
+    # only the planner knows describes another framework's trainer, whose packing (verl's remove-padding, NeMo
+    # RL's) has no such bins
+    flex = (algo.sequence_packing and flex_blocker(catalog_facts(hw.gpu)) is None
+            and not plan_only_fields(recipe))
+    width = pad + algo.max_completion_length
     return RLShape(prompts, mini, algo.num_generations, seqs, micro, prompt, pad,
                    recipe.estimate.completion_fraction * algo.max_completion_length, algo.max_completion_length,
-                   engine, share, algo.sequence_packing, generate_cache(recipe, hw)[0] if engine == "hf" else "dynamic",
-                   algo.max_prompt_length)
+                   engine, share, algo.sequence_packing,
+                   -(-math.ceil(width) // FLEX_BLOCK) * FLEX_BLOCK if flex else 0,
+                   generate_cache(recipe, hw)[0] if engine == "hf" else "dynamic", algo.max_prompt_length)
 
 
 #: share of the dense peak reached by the prefill, log-prob and update passes when the recipe states none:
@@ -491,7 +517,9 @@ def rl(recipe: Recipe, hw: Hardware) -> StepModel:
         f"RL step: {s.prompts} prompts × {s.generations} completions ({s.seqs} per rank); prompts "
         f"~{s.prompt_tokens:.0f} tokens (estimate.prompt_fraction), completions ~{s.completion:.0f} of "
         f"{s.completion_max} (estimate.completion_fraction); log-prob and update passes on "
-        + (f"packed sequences of ~{s.train_tokens:.0f} real tokens (algorithm.sequence_packing)" if s.packed
+        + (f"packed sequences of ~{s.real_tokens:.0f} real tokens (algorithm.sequence_packing)"
+           + (f", ~{s.train_tokens:.0f} each with FlexAttention's bins of {s.bin_width}" if s.bin_width else "")
+           if s.packed
            else f"tensors padded to {s.padded:.0f} (the trainer pads; algorithm.sequence_packing=true packs)"))
     _sync(recipe, hw, s, out)
     _rollout(recipe, hw, s, out)
