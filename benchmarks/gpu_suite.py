@@ -637,14 +637,19 @@ def step_run_grpo_packed(s: Suite) -> None:
     step_run_grpo(s, "grpo_0.5B_hf_packed", ("algorithm.sequence_packing=true",), cap=170)
 
 
-def step_rl_logprob(s: Suite) -> None:
-    args = [] if s.gpu else ["--smoke"]
-    res = s.run("rl_logprob", [s.py, "benchmarks/rl_logprob_bench.py", *args], 90)
+def _script_step(s: Suite, key: str, script: str, args: list[str], cap: float) -> None:
+    """Run one benchmark script that prints a JSON line and record that line (with the output's tail when the
+    script failed or its cap ended it: what it printed before is kept)."""
+    res = s.run(key, [s.py, script, *args], cap)
     lines = res.pop("_lines")
     data = last_json(lines)
     if not res["ok"]:
         res["error_tail"] = tail(lines)
-    s.emit("rl_logprob", **res, **data)
+    s.emit(key, **res, **data)
+
+
+def step_rl_logprob(s: Suite) -> None:
+    _script_step(s, "rl_logprob", "benchmarks/rl_logprob_bench.py", [] if s.gpu else ["--smoke"], 90)
 
 
 def step_rl_generate(s: Suite) -> None:
@@ -655,33 +660,18 @@ def step_rl_generate(s: Suite) -> None:
     args = ["--generate-only"] + (["--gen-rows", "64", "--new-tokens", "256"] if s.gpu else ["--smoke"])
     # cap 150 s: start + model ~15 s, dynamic ~25 s (first call 19.7 s), the static cache's compile 24.7 s + a call
     # (H200 2026-11-27: 60 s cut it during the compile); a compile that does not fit keeps the dynamic figures
-    res = s.run("rl_generate", [s.py, "benchmarks/rl_logprob_bench.py", *args], 150)
-    lines = res.pop("_lines")
-    data = last_json(lines)
-    if not res["ok"]:
-        res["error_tail"] = tail(lines)
-    s.emit("rl_generate", **res, **data)
+    _script_step(s, "rl_generate", "benchmarks/rl_logprob_bench.py", args, 150)
 
 
 def step_rl_logprob_flex(s: Suite) -> None:
     """#27: the packed passes through FlexAttention (document mask) beside the padded ones; fp32 gradients."""
     args = ["--packed", "flex", "--no-generate"] + ([] if s.gpu else ["--smoke"])
-    res = s.run("rl_logprob_flex", [s.py, "benchmarks/rl_logprob_bench.py", *args], 150)
-    lines = res.pop("_lines")
-    data = last_json(lines)
-    if not res["ok"]:
-        res["error_tail"] = tail(lines)
-    s.emit("rl_logprob_flex", **res, **data)
+    _script_step(s, "rl_logprob_flex", "benchmarks/rl_logprob_bench.py", args, 150)
 
 
 def step_numerics(s: Suite) -> None:
     args = ["--device", "cuda"] if s.gpu else ["--device", "cpu"]
-    res = s.run("numerics", [s.py, "benchmarks/diffusion_numerics.py", *args], 90)
-    lines = res.pop("_lines")
-    data = last_json(lines)
-    if not res["ok"]:
-        res["error_tail"] = tail(lines)
-    s.emit("numerics", **res, **data)
+    _script_step(s, "numerics", "benchmarks/diffusion_numerics.py", args, 90)
 
 
 #: (name, function, seconds that must be left to start it)
