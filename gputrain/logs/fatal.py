@@ -163,6 +163,36 @@ _CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert triggered
                             r"unspecified launch failure|"
                             r"illegal instruction was encountered|cudaErrorIllegalAddress|"
                             r"(?:CUBLAS|CUDNN)_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR)", re.IGNORECASE)
+#: The processes of a distributed job never met: a node could not reach the rendezvous store (torch elastic's
+#: ``RendezvousTimeoutError``/``RendezvousConnectionError``, c10d's ``DistNetworkError: The client socket has timed
+#: out``, ``DistStoreError: Timed out … waiting for clients. 1/3 clients joined``), or the store's port was taken.
+#: Nothing trained yet: the endpoint, the port or a node that never started is the cause, not the training code.
+_DIST_SETUP_RE = re.compile(r"\bRendezvous(?:Timeout|Connection|Closed)Error|\bDistStoreError|\bDistNetworkError|"
+                            r"client socket has timed out|waiting for (?:clients|workers)\b|connect\(\) timed out|"
+                            r"TCP client failed to connect|server socket has failed to (?:listen|bind)|"
+                            r"\bSocket Timeout\b", re.IGNORECASE)
+#: cuBLAS/cuDNN could not create their handle (``CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate``): the
+#: library allocates its workspace then, so a GPU already full (this process's cache, another process) is the
+#: usual cause; a CUDA stack that does not fit the machine the other. ALLOC_FAILED says the memory part outright.
+_CUDA_INIT_RE = re.compile(r"(?:CUBLAS|CUDNN)_STATUS_NOT_INITIALIZED")
+_CUDA_ALLOC_RE = re.compile(r"(?:CUBLAS|CUDNN|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED")
+#: An inference engine's start-up memory budget (vLLM's ``gpu_memory_utilization``, SGLang's
+#: ``--mem-fraction-static``) left nothing for the KV cache once the weights were loaded.
+_KV_CACHE_RE = re.compile(r"No available memory for the cache blocks|larger than the available KV cache memory|"
+                          r"Insufficient memory for (?:the )?KV cache|Not enough memory\. Please try to increase "
+                          r"--mem-fraction-static", re.IGNORECASE)
+#: A model or data set fetched at start-up with no network to fetch it (the Hugging Face Hub's words; compute nodes
+#: are often offline) and nothing in the local cache.
+_NETWORK_RE = re.compile(r"couldn't connect to '?https?://|LocalEntryNotFoundError|cannot find the requested files "
+                         r"in the (?:disk|local) cache|Max retries exceeded with url|Temporary failure in name "
+                         r"resolution|Failed to resolve '", re.IGNORECASE)
+#: NCCL's own WARN line that its network transport failed (``NET/IB : Got completion with error 12``: the NICs
+#: cannot reach each other; ``Call to ibv_create_qp failed``): what follows on the other ranks is its echo.
+_NCCL_NET_RE = re.compile(r"NCCL WARN (?P<what>NET/\w+\s*:.*\b(?:error|failed|failure)\b.*|Call to ibv_\w+ failed.*)$")
+#: c10's C++ exception report: its message, then "Exception raised from checkTimeout at …/socket.cpp:1025 (most
+#: recent call first):" and the C++ frames (the Python exception, when one follows, is often cut off a paste).
+_C10_RAISED = "Exception raised from "
+_TAG_RE = re.compile(r"^(?:\[[\w ]+\]\s*)+")  # "[c10d] ", "[Rank 0] " before a C++ message
 #: Where a line reports a CUDA fault outside an exception line (a logger's own format, a kernel's assert).
 _CUDA_IN_LINE_RE = re.compile(r"CUDA error: .*|CUDA_ERROR_\w+.*|\bcudaError\w+.*")
 _ASSERT_RE = re.compile(r"[Aa]ssertion `[^`']{1,200}[`'](?: failed\.?)?")  # CUDA's `x`, ROCm's `x'
@@ -182,7 +212,7 @@ class Fatal:
 
     kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
     #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code, disk_full, gpu_hardware, cuda_error,
-    #            process_died, shm, kernel_resources
+    #            process_died, shm, kernel_resources, cuda_setup, cuda_init, kv_cache, dist_setup, network
     headline: str
     line: int
     rank: int | None = None
@@ -220,6 +250,16 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
         return "kernel_resources"
     if _CUDA_FAULT_RE.search(text):
         return "cuda_error"
+    if _CUDA_INIT_RE.search(text):
+        return "cuda_init"
+    if _CUDA_ALLOC_RE.search(text):
+        return "cuda_oom"
+    if _KV_CACHE_RE.search(text):
+        return "kv_cache"
+    if _DIST_SETUP_RE.search(text):
+        return "dist_setup"
+    if _NETWORK_RE.search(text):
+        return "network"
     if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
         return "fp16_overflow"
     if "EngineDeadError" in name:
@@ -286,6 +326,9 @@ def _scan(text: str) -> list[Fatal]:
                     out.append(_launcher_exit(index, rank, code, None, line))
                 continue
         event = _event(index, rank, first, following) or _glog_fatal(index, rank, raw[index], first)
+        if event is None and first.startswith(_C10_RAISED) and index and not any(
+                e.line >= index - 6 for e in out):  # a message no event above has read already
+            event = _c10_raised(index, rank, lines[index - 1][1])
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
@@ -464,6 +507,11 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
             return Fatal("signal", f"the job's processes on {host} did not end when Slurm signalled them (stuck, "
                          "most often in I/O): Slurm gave up on the step", index, host=host, group="launcher",
                          evidence=line[:500])
+    if "NCCL WARN" in line:
+        net = _NCCL_NET_RE.search(line)
+        if net:
+            return Fatal("nccl", f"NCCL network failure: {net.group('what').strip()[:200]}", index, rank,
+                         evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
     fault = _cuda_fault(index, rank, line)
@@ -498,6 +546,15 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         if match and match.group(1) != "0":
             return _launcher_exit(index, rank, int(match.group(1)), None, line)
     return None
+
+
+def _c10_raised(index: int, rank: int | None, above: str) -> Fatal | None:
+    """The message of a C++ exception c10 reports (the line above its "Exception raised from …" line), with a
+    library's bracketed tag ("[c10d] ") taken off; None when there is no message to read."""
+    message = _TAG_RE.sub("", above.strip())
+    if not message or message.startswith(("frame #", "Exception raised")):
+        return None
+    return Fatal(_kind_of("", message), message[:300], index - 1, rank, message=message, evidence=above[:500])
 
 
 def _repr_exception(index: int, rank: int | None, name: str, args: str, line: str) -> Fatal:
