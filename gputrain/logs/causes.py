@@ -163,7 +163,8 @@ def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_cod
         details["oom_seen_in_log"] = event.group != "launcher"
         if signal_name(exit_code) == "SIGKILL":
             headline += f" (SIGKILL, exit {exit_code})"
-    return _cause(event.kind, headline + suffix, rank=where if where is not None else rank, host=host,
+    return _cause(event.kind, headline + _HINTS.get(event.kind, "") + suffix,
+                  rank=where if where is not None else rank, host=host,
                   evidence=event.evidence, details=details)
 
 

@@ -29,6 +29,11 @@ def _summary(text: str, tmp_path: Path) -> dict[str, Any]:
     "RuntimeError: connect() timed out. Original timeout was 60000 ms.",
     "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
     "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+    # probing older torch's wordings of the same failure
+    "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: "
+    "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)",
+    "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable MASTER_ADDR "
+    "expected, but not set",
 ])
 def test_a_rendezvous_or_store_timeout_is_a_distributed_set_up_failure_with_its_own_remedy(line: str,
                                                                                            tmp_path: Path) -> None:
@@ -59,6 +64,11 @@ def test_c10s_cxx_exception_report_is_read_by_its_message_above_exception_raised
 @pytest.mark.parametrize("line", [
     "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`",
     "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
+    # probing TensorFlow's wordings of the same failure (an INTERNAL_ERROR at handle creation is no kernel fault)
+    "2020-01-16 10:59:47.148243: E tensorflow/stream_executor/cuda/cuda_dnn.cc:329] Could not create cudnn handle: "
+    "CUDNN_STATUS_INTERNAL_ERROR\n"
+    "tensorflow.python.framework.errors_impl.UnknownError: Failed to get convolution algorithm. This is probably "
+    "because cuDNN failed to initialize, so try looking to see if a warning log message was printed above.",
 ])
 def test_a_math_library_that_could_not_initialise_is_named_with_its_usual_cause_memory(line: str,
                                                                                       tmp_path: Path) -> None:
@@ -92,6 +102,8 @@ def test_docker_composes_service_column_and_old_vllm_log_prefix_come_off(raw: st
     "needed, which is larger than the available KV cache memory (1.20 GiB). Try increasing `gpu_memory_utilization`"
     " or decreasing `max_model_len` when initializing the engine.",
     "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    "ValueError: Free memory on device (30.1/79.1 GiB) on startup is less than desired GPU memory utilization (0.9, "
+    "71.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
 ])
 def test_an_inference_engine_with_no_memory_left_for_its_kv_cache_gets_the_engines_levers(line: str,
                                                                                          tmp_path: Path) -> None:
