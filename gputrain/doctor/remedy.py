@@ -248,6 +248,13 @@ def _nccl(cause: dict[str, Any], kind: str) -> Remedy:
                                   f"host {cause['host']}" if cause.get("host") else "") if x)
     details = cause.get("details") or {}
     what = f"NCCL {details['collective']} timed out" if details.get("collective") else "NCCL failed"
+    said = f"{cause.get('headline') or ''} {cause.get('evidence') or ''}"
+    if "NET/IB" in said or "ibv_" in said:  # NCCL's InfiniBand/RoCE transport itself failed: the fabric, not a rank
+        text = ("the NICs could not reach each other: check the links and the fabric (ibstat, ibv_devinfo, the "
+                "HCAs NCCL_IB_HCA names, RoCE's NCCL_IB_GID_INDEX), or rerun with NCCL_IB_DISABLE=1 to confirm over "
+                "TCP; rerun with --debug for NCCL's own account")
+        return Remedy(kind, f"NCCL's InfiniBand/RoCE transport failed{f' on {where}' if where else ''}: {text}",
+                      flags=["--debug"], figures={"rank": cause.get("rank"), "host": cause.get("host"), **details})
     return Remedy(kind, f"{what}{f' on {where}' if where else ''}: a rank stalled or died; rerun with --debug "
                   "(NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL) to see which, and avoid that node if it repeats",
                   flags=["--debug"], figures={"rank": cause.get("rank"), "host": cause.get("host"), **details})

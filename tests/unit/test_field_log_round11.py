@@ -133,6 +133,8 @@ def test_ncclss_own_warning_that_its_network_transport_failed_is_the_root_not_wh
             "gpu5:35917:35917 [1] init.cu:194 NCCL WARN Cuda failure 'an illegal memory access was encountered'")
     summary = _summary(text, tmp_path)
     assert summary["state"] == "FAILED" and "NET/IB" in summary["failure"], summary["failure"]
+    remedy = prescribe(summary, None)
+    assert remedy is not None and "fabric" in remedy.text and "NCCL_IB_DISABLE=1" in remedy.text, remedy
     benign = _summary("n1:7:7 [0] NCCL WARN NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: "
                       "cannot open shared object file\n{'loss': 0.5, 'epoch': 1.0}", tmp_path)
     assert benign["failure"] is None, benign["failure"]  # no error word: NCCL falls back to its own transport
