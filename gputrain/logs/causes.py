@@ -150,6 +150,8 @@ def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_cod
         if event.kind == "cancelled":  # a bare "KeyboardInterrupt" says what happened only to a Python reader
             out["headline"] = f"interrupted (Ctrl-C, SIGINT): {out['headline']}"
         out["headline"] += _HINTS.get(out["kind"], "")
+        if out["kind"] == "host_oom" and fatal.POOL_DIED_RE.search(line):
+            out["headline"] += " (a worker killed with no word of its own: most often the host's OOM killer)"
         return out
     if event.kind == "nccl_timeout":
         watchdog = _WATCHDOG_RE.search(event.evidence)

@@ -194,6 +194,12 @@ _KV_CACHE_RE = re.compile(r"No available memory for the cache blocks|larger than
 _NETWORK_RE = re.compile(r"couldn't connect to '?https?://|LocalEntryNotFoundError|cannot find the requested files "
                          r"in the (?:disk|local) cache|Max retries exceeded with url|Temporary failure in name "
                          r"resolution|Failed to resolve '", re.IGNORECASE)
+#: A process pool's worker that vanished mid-task (HF datasets' ``map(num_proc=…)``: "One of the subprocesses has
+#: abruptly died during map operation"; Python's ``BrokenProcessPool``: "terminated abruptly"): nothing of its own
+#: was printed, which is how the host's OOM killer leaves a process (SIGKILL) — the usual cause with one worker per
+#: core each holding a tokenizer and a shard.
+POOL_DIED_RE = re.compile(r"subprocess(?:es)? (?:has|have) abruptly died|process in the process pool was terminated "
+                          r"abruptly|\bBrokenProcessPool\b")
 #: NCCL's own WARN line that its network transport failed (``NET/IB : Got completion with error 12``: the NICs
 #: cannot reach each other; ``Call to ibv_create_qp failed``): what follows on the other ranks is its echo.
 _NCCL_NET_RE = re.compile(r"NCCL WARN (?P<what>NET/\w+\s*:.*\b(?:error|failed|failure)\b.*|Call to ibv_\w+ failed.*)$")
@@ -277,6 +283,8 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
     if _SHM_RE.search(text):
         return "shm"
     if "DataLoader worker" in text and ("exited unexpectedly" in text or "Killed" in text):
+        return "host_oom"
+    if POOL_DIED_RE.search(text):
         return "host_oom"
     if _OOM_RE.search(text):
         if "CUDA" in text or "cuda" in name:

@@ -153,3 +153,17 @@ def test_a_loss_scale_at_its_floor_or_below_fp16s_range_is_a_headline(lines: lis
     summary = _summary("\n".join(["{'loss': 2.5, 'epoch': 0.1}", *lines]), tmp_path)
     alerts = summary["alerts"]
     assert (alert in " ".join(alerts)) if alert else not alerts, alerts
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: One of the subprocesses has abruptly died during map operation.To debug the error, disable "
+    "multiprocessing.",
+    "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly while the "
+    "future was running or pending.",
+])
+def test_a_pool_worker_that_vanished_mid_task_is_most_often_the_host_oom_killer(line: str, tmp_path: Path) -> None:
+    summary = _summary("Map (num_proc=64):  37%|###7      | 3700/10000 [00:41<01:10, 89.2 examples/s]\n" + line,
+                       tmp_path)
+    remedy = prescribe(summary, None)
+    assert summary["root_cause"]["kind"] == "host_oom" and "OOM killer" in summary["failure"], summary["failure"]
+    assert remedy is not None and "host memory" in remedy.text
