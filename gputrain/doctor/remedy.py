@@ -48,6 +48,22 @@ _WITHOUT_A_SETTING = {
                   "build needs, no kernel for this GPU's architecture, or the CUDA libraries not found): update the "
                   "NVIDIA driver, or install the build made for the driver's CUDA version and this GPU (nvidia-smi "
                   "shows both); no training setting fixes it",
+    "cuda_init": "cuBLAS/cuDNN could not create its handle, which it allocates GPU memory for: most often the GPU's "
+                 "memory was already full (another process on the GPU — see nvidia-smi — or this run's own tensors): "
+                 "free the GPU or lower the micro-batch (train.batch_size); if memory was free, the CUDA libraries "
+                 "do not match the build",
+    "kv_cache": "the inference engine (vLLM, SGLang) found no GPU memory left for its KV cache after loading the "
+                "weights: raise its memory share (vLLM gpu_memory_utilization, SGLang --mem-fraction-static) if the "
+                "GPU is not shared, else lower max_model_len / max_num_seqs, or spread the model over more GPUs "
+                "(tensor_parallel_size)",
+    "dist_setup": "the distributed job's processes never met at the rendezvous: check the rendezvous endpoint and "
+                  "port (MASTER_ADDR:MASTER_PORT, torchrun --rdzv-endpoint) is reachable from every node (firewall, "
+                  "the right interface) and free, that every node started with the same --nnodes and rendezvous "
+                  "id, and raise the rendezvous timeout (--rdzv-conf timeout=…, init_process_group timeout) if a "
+                  "node starts late",
+    "network": "a model or data set was to be downloaded with no network to reach it (compute nodes are often "
+               "offline) and it is not in the local cache: download it beforehand where there is network "
+               "(huggingface-cli download), then run offline (HF_HUB_OFFLINE=1) or point at the local path",
     "kernel_resources": "a GPU kernel (Triton, torch.compile) asked for more shared memory or registers per block "
                         "than this GPU has, most often a block size or num_stages tuned for a larger GPU: lower "
                         "the kernel's block sizes or num_stages, or turn off max-autotune",
@@ -232,6 +248,13 @@ def _nccl(cause: dict[str, Any], kind: str) -> Remedy:
                                   f"host {cause['host']}" if cause.get("host") else "") if x)
     details = cause.get("details") or {}
     what = f"NCCL {details['collective']} timed out" if details.get("collective") else "NCCL failed"
+    said = f"{cause.get('headline') or ''} {cause.get('evidence') or ''}"
+    if "NET/IB" in said or "ibv_" in said:  # NCCL's InfiniBand/RoCE transport itself failed: the fabric, not a rank
+        text = ("the NICs could not reach each other: check the links and the fabric (ibstat, ibv_devinfo, the "
+                "HCAs NCCL_IB_HCA names, RoCE's NCCL_IB_GID_INDEX), or rerun with NCCL_IB_DISABLE=1 to confirm over "
+                "TCP; rerun with --debug for NCCL's own account")
+        return Remedy(kind, f"NCCL's InfiniBand/RoCE transport failed{f' on {where}' if where else ''}: {text}",
+                      flags=["--debug"], figures={"rank": cause.get("rank"), "host": cause.get("host"), **details})
     return Remedy(kind, f"{what}{f' on {where}' if where else ''}: a rank stalled or died; rerun with --debug "
                   "(NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL) to see which, and avoid that node if it repeats",
                   flags=["--debug"], figures={"rank": cause.get("rank"), "host": cause.get("host"), **details})

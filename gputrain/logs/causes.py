@@ -56,7 +56,13 @@ LABELS = {**CAUSE_LABELS, "nccl_timeout": "NCCL collective timeout", "node_fail"
           "gpu_hardware": "GPU hardware fault", "cuda_error": "CUDA kernel fault", "process_died": "a worker died",
           "shm": "shared memory (/dev/shm) full", "cuda_setup": "CUDA driver or libraries do not fit the build",
           "task_failure": "a task of the Slurm step failed",
-          "kernel_resources": "GPU kernel out of on-chip resources (shared memory or registers)"}
+          "kernel_resources": "GPU kernel out of on-chip resources (shared memory or registers)",
+          "cuda_init": "cuBLAS/cuDNN could not initialise (most often the GPU's memory already full)",
+          "kv_cache": "inference engine: no GPU memory left for the KV cache",
+          "dist_setup": "distributed set-up failed (the rendezvous store was not reached)",
+          "network": "no network to download a model or data set"}
+#: What a headline adds to the library's own words where those words hide the usual cause.
+_HINTS = {"cuda_init": " (most often out of GPU memory when the library created its handle)"}
 #: The backend an out-of-memory message names (ROCm's PyTorch says "HIP out of memory" in CUDA's format).
 _BACKEND_RE = re.compile(r"\b(CUDA|HIP|XPU|MUSA|NPU)\b out of memory")
 
@@ -143,6 +149,9 @@ def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_cod
             out["label"] = LABELS.get(out["kind"], out["kind"])
         if event.kind == "cancelled":  # a bare "KeyboardInterrupt" says what happened only to a Python reader
             out["headline"] = f"interrupted (Ctrl-C, SIGINT): {out['headline']}"
+        out["headline"] += _HINTS.get(out["kind"], "")
+        if out["kind"] == "host_oom" and fatal.POOL_DIED_RE.search(line):
+            out["headline"] += " (a worker killed with no word of its own: most often the host's OOM killer)"
         return out
     if event.kind == "nccl_timeout":
         watchdog = _WATCHDOG_RE.search(event.evidence)
@@ -156,7 +165,8 @@ def _from_fatal(event: fatal.Fatal, rank: int | None, host: str | None, exit_cod
         details["oom_seen_in_log"] = event.group != "launcher"
         if signal_name(exit_code) == "SIGKILL":
             headline += f" (SIGKILL, exit {exit_code})"
-    return _cause(event.kind, headline + suffix, rank=where if where is not None else rank, host=host,
+    return _cause(event.kind, headline + _HINTS.get(event.kind, "") + suffix,
+                  rank=where if where is not None else rank, host=host,
                   evidence=event.evidence, details=details)
 
 

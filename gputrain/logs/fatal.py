@@ -87,6 +87,11 @@ _STEPD_TERMINATED_RE = re.compile(r"\*\*\* (?:JOB|STEP) \S+ STEPD TERMINATED ON 
 _GLOG_RE = re.compile(r"(?:^|[\]:\s])(?P<severity>[EF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]")
 _ABSL_STATUS_RE = re.compile(r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|ABORTED|"
                              r"FAILED_PRECONDITION|DATA_LOSS|OUT_OF_RANGE|UNIMPLEMENTED|PERMISSION_DENIED): ")
+#: TensorFlow's/XLA's own C++ log line after its timestamp (``2020-01-01 12:00:00.123456: E tensorflow/stream_executor/
+#: cuda/cuda_dnn.cc:329] Could not create cudnn handle: …``): fatal at F; at E only where its words name a known
+#: failure (memory, a handle, a disk) or carry an absl status. The Python exception after it often just points back
+#: here ("… printed above").
+_CXX_LOG_RE = re.compile(r"^(?P<severity>[EF]) [^\s\]]+\.(?:cc|cpp|h):\d+\] (?P<message>\S.*)$")
 _HYDRA_FATAL = "Error executing job with overrides"
 #: An exception written as its Python ``repr`` after a word that the run ended on it: wandb's sweep agent says
 #: "Run 7xk2 errored: OSError(28, 'No space left on device')"; the same shape as "failed with RuntimeError('…')".
@@ -163,6 +168,45 @@ _CUDA_FAULT_RE = re.compile(r"illegal memory access|device-side assert triggered
                             r"unspecified launch failure|"
                             r"illegal instruction was encountered|cudaErrorIllegalAddress|"
                             r"(?:CUBLAS|CUDNN)_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR)", re.IGNORECASE)
+#: The processes of a distributed job never met: a node could not reach the rendezvous store (torch elastic's
+#: ``RendezvousTimeoutError``/``RendezvousConnectionError``, c10d's ``DistNetworkError: The client socket has timed
+#: out``, ``DistStoreError: Timed out … waiting for clients. 1/3 clients joined``), or the store's port was taken.
+#: Nothing trained yet: the endpoint, the port or a node that never started is the cause, not the training code.
+_DIST_SETUP_RE = re.compile(r"\bRendezvous(?:Timeout|Connection)Error|\bDistStoreError|\bDistNetworkError|"
+                            r"client socket has timed out|waiting for (?:clients|workers)\b|connect\(\) timed out|"
+                            r"TCP client failed to connect|server socket has failed to (?:listen|bind)|"
+                            r"\bSocket Timeout\b|Timed out initializing process group|"
+                            r"Error initializing torch\.distributed", re.IGNORECASE)
+#: cuBLAS/cuDNN could not create their handle (``CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate``;
+#: TensorFlow's "Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR", "cuDNN failed to initialize"): the
+#: library allocates its workspace then, so a GPU already full (this process's cache, another process) is the
+#: usual cause; a CUDA stack that does not fit the machine the other. ALLOC_FAILED says the memory part outright.
+_CUDA_INIT_RE = re.compile(r"(?:CUBLAS|CUDNN)_STATUS_NOT_INITIALIZED|Could not create cudnn handle|"
+                           r"cuDNN failed to initialize|when calling `?cublasCreate", re.IGNORECASE)
+_CUDA_ALLOC_RE = re.compile(r"(?:CUBLAS|CUDNN|CUSOLVER|CUFFT)_STATUS_ALLOC_FAILED")
+#: An inference engine's start-up memory budget (vLLM's ``gpu_memory_utilization``, SGLang's
+#: ``--mem-fraction-static``) left nothing for the KV cache once the weights were loaded.
+_KV_CACHE_RE = re.compile(r"No available memory for the cache blocks|larger than the available KV cache memory|"
+                          r"Insufficient memory for (?:the )?KV cache|Not enough memory\. Please try to increase "
+                          r"--mem-fraction-static|is less than desired GPU memory utilization", re.IGNORECASE)
+#: A model or data set fetched at start-up with no network to fetch it (the Hugging Face Hub's words; compute nodes
+#: are often offline) and nothing in the local cache.
+_NETWORK_RE = re.compile(r"couldn't connect to '?https?://|LocalEntryNotFoundError|cannot find the requested files "
+                         r"in the (?:disk|local) cache|Max retries exceeded with url|Temporary failure in name "
+                         r"resolution|Failed to resolve '", re.IGNORECASE)
+#: A process pool's worker that vanished mid-task (HF datasets' ``map(num_proc=…)``: "One of the subprocesses has
+#: abruptly died during map operation"; Python's ``BrokenProcessPool``: "terminated abruptly"): nothing of its own
+#: was printed, which is how the host's OOM killer leaves a process (SIGKILL) — the usual cause with one worker per
+#: core each holding a tokenizer and a shard.
+POOL_DIED_RE = re.compile(r"subprocess(?:es)? (?:has|have) abruptly died|process in the process pool was terminated "
+                          r"abruptly|\bBrokenProcessPool\b")
+#: NCCL's own WARN line that its network transport failed (``NET/IB : Got completion with error 12``: the NICs
+#: cannot reach each other; ``Call to ibv_create_qp failed``): what follows on the other ranks is its echo.
+_NCCL_NET_RE = re.compile(r"NCCL WARN (?P<what>NET/\w+\s*:.*\b(?:error|failed|failure)\b.*|Call to ibv_\w+ failed.*)$")
+#: c10's C++ exception report: its message, then "Exception raised from checkTimeout at …/socket.cpp:1025 (most
+#: recent call first):" and the C++ frames (the Python exception, when one follows, is often cut off a paste).
+_C10_RAISED = "Exception raised from "
+_TAG_RE = re.compile(r"^(?:\[[\w ]+\]\s*)+")  # "[c10d] ", "[Rank 0] " before a C++ message
 #: Where a line reports a CUDA fault outside an exception line (a logger's own format, a kernel's assert).
 _CUDA_IN_LINE_RE = re.compile(r"CUDA error: .*|CUDA_ERROR_\w+.*|\bcudaError\w+.*")
 _ASSERT_RE = re.compile(r"[Aa]ssertion `[^`']{1,200}[`'](?: failed\.?)?")  # CUDA's `x`, ROCm's `x'
@@ -182,7 +226,7 @@ class Fatal:
 
     kind: str  # cuda_oom, device_oom, host_oom, time_limit, cancelled, preempted, node_fail, exception,
     #            nccl_timeout, vllm_engine, fp16_overflow, signal, exit_code, disk_full, gpu_hardware, cuda_error,
-    #            process_died, shm, kernel_resources
+    #            process_died, shm, kernel_resources, cuda_setup, cuda_init, kv_cache, dist_setup, network
     headline: str
     line: int
     rank: int | None = None
@@ -218,8 +262,18 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
         return "gpu_hardware"
     if _KERNEL_RESOURCES_RE.search(text):
         return "kernel_resources"
+    if _CUDA_INIT_RE.search(text):  # before the faults: a handle that was never made ran no kernel
+        return "cuda_init"
     if _CUDA_FAULT_RE.search(text):
         return "cuda_error"
+    if _CUDA_ALLOC_RE.search(text):
+        return "cuda_oom"
+    if _KV_CACHE_RE.search(text):
+        return "kv_cache"
+    if _DIST_SETUP_RE.search(text):
+        return "dist_setup"
+    if _NETWORK_RE.search(text):
+        return "network"
     if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
         return "fp16_overflow"
     if "EngineDeadError" in name:
@@ -229,6 +283,8 @@ def _kind_of(name: str, message: str, echo: bool = False) -> str:
     if _SHM_RE.search(text):
         return "shm"
     if "DataLoader worker" in text and ("exited unexpectedly" in text or "Killed" in text):
+        return "host_oom"
+    if POOL_DIED_RE.search(text):
         return "host_oom"
     if _OOM_RE.search(text):
         if "CUDA" in text or "cuda" in name:
@@ -285,7 +341,11 @@ def _scan(text: str) -> list[Fatal]:
                     code = int(status.group(1)) if status.group(1) else -int(status.group(2))  # a signal: -N
                     out.append(_launcher_exit(index, rank, code, None, line))
                 continue
-        event = _event(index, rank, first, following) or _glog_fatal(index, rank, raw[index], first)
+        event = (_event(index, rank, first, following) or _glog_fatal(index, rank, raw[index], first)
+                 or _cxx_log_fatal(index, rank, first))
+        if event is None and first.startswith(_C10_RAISED) and index and not any(
+                e.line >= index - 6 for e in out):  # a message no event above has read already
+            event = _c10_raised(index, rank, lines[index - 1][1])
         if event is not None:
             out.append(event)
     out += _boxes(text, len(lines))
@@ -464,6 +524,11 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
             return Fatal("signal", f"the job's processes on {host} did not end when Slurm signalled them (stuck, "
                          "most often in I/O): Slurm gave up on the step", index, host=host, group="launcher",
                          evidence=line[:500])
+    if "NCCL WARN" in line:
+        net = _NCCL_NET_RE.search(line)
+        if net:
+            return Fatal("nccl", f"NCCL network failure: {net.group('what').strip()[:200]}", index, rank,
+                         evidence=line[:500])
     if _VLLM_FATAL in line:
         return Fatal("vllm_engine", f"vLLM engine died: {_VLLM_FATAL}", index, rank, evidence=line[:500])
     fault = _cuda_fault(index, rank, line)
@@ -498,6 +563,15 @@ def _event(index: int, rank: int | None, line: str, following: str = "") -> Fata
         if match and match.group(1) != "0":
             return _launcher_exit(index, rank, int(match.group(1)), None, line)
     return None
+
+
+def _c10_raised(index: int, rank: int | None, above: str) -> Fatal | None:
+    """The message of a C++ exception c10 reports (the line above its "Exception raised from …" line), with a
+    library's bracketed tag ("[c10d] ") taken off; None when there is no message to read."""
+    message = _TAG_RE.sub("", above.strip())
+    if not message or message.startswith(("frame #", "Exception raised")):
+        return None
+    return Fatal(_kind_of("", message), message[:300], index - 1, rank, message=message, evidence=above[:500])
 
 
 def _repr_exception(index: int, rank: int | None, name: str, args: str, line: str) -> Fatal:
@@ -543,6 +617,20 @@ def _glog_fatal(index: int, rank: int | None, raw: str, message: str) -> Fatal |
     if not match or (match.group("severity") == "E" and not _ABSL_STATUS_RE.search(message)):
         return None
     return Fatal(_kind_of("", message), message[:300], index, rank, message=message, evidence=raw[:500])
+
+
+def _cxx_log_fatal(index: int, rank: int | None, line: str) -> Fatal | None:
+    """A C++ library's log line in TensorFlow's format (:data:`_CXX_LOG_RE`) that names a failure."""
+    if not line.startswith(("E ", "F ")):
+        return None
+    match = _CXX_LOG_RE.match(line)
+    if match is None:
+        return None
+    message = match.group("message")
+    kind = _kind_of("", message)
+    if match.group("severity") == "E" and kind == "exception" and not _ABSL_STATUS_RE.search(message):
+        return None
+    return Fatal(kind, message[:300], index, rank, message=message, evidence=line[:500])
 
 
 def _cuda_fault(index: int, rank: int | None, line: str) -> Fatal | None:

@@ -2,7 +2,8 @@
 
 ``[default1]:[rank1]:`` (torchrun ``--tee``, torch), srun ``--label``'s ``0: ``, ``stderr: ``, Ray's and vLLM's
 ``(APIServer pid=1)``, glog (``E1126 05:59:23.239000 11494 api.py:1002]``), c10d's ``[E321 02:07:08.4 x.cpp:607]``,
-vLLM's ``ERROR 05-12 01:48:42 [core.py:398]``, Python logging's ``ERROR:name:``, timestamps, mmengine's
+vLLM's ``ERROR 05-12 01:48:42 [core.py:398]`` (``engine.py:366]`` before 0.7), docker compose's
+``vllm-1  | ``, Python logging's ``ERROR:name:``, timestamps, mmengine's
 ``10/30 22:18:02 - mmengine - INFO -`` and a viewer's line number ``[80746]``, in any order and nesting.
 """
 
@@ -18,7 +19,9 @@ _PREFIXES = [re.compile(p) for p in (
     r"^\(\w+(?: pid=\d+)?(?:, ip=[\d.]+)?\)\s*",  # Ray/vLLM: (APIServer pid=1), (TaskRunner pid=4237, ip=10.0.0.1)
     r"^[EWIFD]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s?",  # glog (torch elastic, c10d)
     r"^\[[EWIF][\d ]*[^\]]*?\.(?:cpp|cc|h|py):\d+\]\s?",  # [E ProcessGroupNCCL.cpp:915] [E321 02:07:08.4 x.cpp:607]
-    r"^(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s?",  # vLLM
+    # vLLM: "ERROR 05-12 01:48:42 [core.py:398]", before 0.7 "ERROR 11-18 18:07:28 engine.py:366]"
+    r"^(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:\[[^\]]*\]|\S+:\d+\])\s?",
+    r"^[\w.-]+[-_]\d+\s+\|\s",  # docker compose's service column: "vllm-1  | ", "trainer_1 | "
     r"^(?:ERROR|WARNING|CRITICAL):[\w.]+:",  # Python logging's default format
     # timestamps, then a level, or a logger name where it is bracketed or followed by " - " (another bare word
     # is the message: "Signal 9 (SIGKILL) received by PID 7", "RuntimeError: x")

@@ -35,6 +35,7 @@ from gputrain.logs.verdict import infer_end
 from gputrain.logs.views import (
     SCHEDULER_FAILURES,
     curve_keys,
+    loss_scale_alerts,
     metric_entry,
     nonfinite_alerts,
     rl_view,
@@ -357,7 +358,7 @@ def _build(
         "checkpoints": checkpoints,
         "result": result,
         "metrics": metrics,
-        "alerts": nonfinite_alerts(metrics),
+        "alerts": nonfinite_alerts(metrics) + loss_scale_alerts(tail),
         "series": {k: table.metrics[k].series for k in curve_keys(table)},
         "ranks": sorted({r for s in scanners for r in s.ranks}),
         "sources": {

@@ -4,6 +4,7 @@ the metrics worth a curve."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gputrain.logs.catalog import group_rank, metric_info
@@ -53,6 +54,39 @@ def nonfinite_alerts(metrics: dict[str, dict[str, Any]]) -> list[str]:
         out.append(f"{key} went {what} at step {entry['nonfinite_first_step']:g} "
                    f"({entry['nonfinite']} of {entry['count']} values; {end})")
     return out
+
+
+#: A dynamic loss scaler lowering its scale after an overflow, in the words apex ("reducing loss scale to 0.03"),
+#: DeepSpeed ("Reducing dynamic loss scale from 2 to 1", "Attempted loss scale: 1, reducing to 1") and fairseq
+#: ("setting loss scale to: 0.0005") use: the scale it left (``to``) and, where said, the one it tried (``from``).
+_SCALE_RE = re.compile(r"loss scale(?:[:=]? (?P<tried>\d[\d.e+-]*),? ?| from (?P<frm>\d[\d.e+-]*) )?[^\n]{0,40}?"
+                       r"\bto:? (?P<to>\d[\d.e+-]*\d|\d)", re.IGNORECASE)
+#: float16's smallest normal number (2**-14): a scale below it means the gradients overflow even when shrunk by
+#: far more than fp16's whole range can make up; the run has diverged, whatever the loss still prints.
+FP16_TINY = 2.0**-14
+
+
+def loss_scale_alerts(tail: str) -> list[str]:
+    """A headline when the last loss-scale change shows fp16 training that can no longer take a step: the scale
+    fell below :data:`FP16_TINY`, or an overflow at a scale of 1 or less left it where it was (the scaler is at
+    its floor, DeepSpeed's default minimum being 1, and every step is skipped). A scaler still above 1, or
+    stepping down from a large scale, is routine (fp16 probes the largest scale that does not overflow)."""
+    last = next(iter(reversed(list(_SCALE_RE.finditer(tail)))), None)
+    if last is None:
+        return []
+    try:
+        to = float(last.group("to"))
+        tried = last.group("tried") or last.group("frm")
+        before = float(tried) if tried else None
+    except ValueError:
+        return []
+    if to < FP16_TINY:
+        return [f"fp16 loss scale fell to {to:.3g} (below fp16's smallest normal): every step overflows, the run "
+                "has diverged"]
+    if to <= 1 and before == to:
+        return [f"fp16 loss scale stuck at its minimum ({to:g}) and still overflowing: every step is skipped, the "
+                "run no longer learns"]
+    return []
 
 
 def rl_view(table: MetricTable) -> dict[str, Any] | None:

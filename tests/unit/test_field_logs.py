@@ -30,7 +30,7 @@ CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "field_logs"
 TRUTHS = sorted(CORPUS.glob("*.truth.json"))
 DIMENSIONS = ("state", "cause", "remedy", "metrics")
 SPLITS = ("dev", "heldout", "fresh", "wild", "wild2", "wild3", "wild4", "wild5", "wild6", "wild7", "wild8", "wild9",
-          "wild10")
+          "wild10", "wild11")
 
 
 def headline_text(summary: dict[str, Any]) -> str:
