@@ -249,31 +249,24 @@ _HOST_MEMORY_RE = re.compile(r"\bCPU\b|CPUAllocator|^MemoryError|^(?:[\w.]+\.)?_
                              r"\b(?:node|system|machine)\b[^.]{0,40}?\b(?:low on|out of) memory|\bRAM\b")
 
 
+#: the first of these whose words an exception shows names its cause; the order settles overlaps (a CUDA handle
+#: that was never made, ``cuda_init``, ran no kernel, so it comes before the faults and the OOMs)
+_KINDS_BY_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (_DISK_RE, "disk_full"), (_CUDA_SETUP_RE, "cuda_setup"), (_GPU_HARDWARE_RE, "gpu_hardware"),
+    (_KERNEL_RESOURCES_RE, "kernel_resources"), (_CUDA_INIT_RE, "cuda_init"), (_CUDA_FAULT_RE, "cuda_error"),
+    (_CUDA_ALLOC_RE, "cuda_oom"), (_KV_CACHE_RE, "kv_cache"), (_DIST_SETUP_RE, "dist_setup"),
+    (_NETWORK_RE, "network"),
+)
+
+
 def _kind_of(name: str, message: str, echo: bool = False) -> str:
     """The cause an exception shows, from words every framework uses (out of memory, allocate, OOM, loss
     scale), not from one library's message: CUDA's, XLA's, TensorFlow's and Paddle's OOMs all read as OOM.
     An ``echo`` (a message that points back to an earlier error) is read by its name only."""
     text = f"{name}: {message}" if not echo else name
-    if _DISK_RE.search(text):
-        return "disk_full"
-    if _CUDA_SETUP_RE.search(text):
-        return "cuda_setup"
-    if _GPU_HARDWARE_RE.search(text):
-        return "gpu_hardware"
-    if _KERNEL_RESOURCES_RE.search(text):
-        return "kernel_resources"
-    if _CUDA_INIT_RE.search(text):  # before the faults: a handle that was never made ran no kernel
-        return "cuda_init"
-    if _CUDA_FAULT_RE.search(text):
-        return "cuda_error"
-    if _CUDA_ALLOC_RE.search(text):
-        return "cuda_oom"
-    if _KV_CACHE_RE.search(text):
-        return "kv_cache"
-    if _DIST_SETUP_RE.search(text):
-        return "dist_setup"
-    if _NETWORK_RE.search(text):
-        return "network"
+    for pattern, kind in _KINDS_BY_WORDS:
+        if pattern.search(text):
+            return kind
     if "loss scale" in text.lower() or name.endswith("FloatingPointError"):
         return "fp16_overflow"
     if "EngineDeadError" in name:
