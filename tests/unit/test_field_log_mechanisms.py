@@ -9,7 +9,6 @@ a progress bar that a traceback was printed onto, and the unfinished last line o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,17 +16,12 @@ from gputrain.doctor import prescribe
 from gputrain.logs.fatal import scan
 from gputrain.logs.summarize import summarize
 from gputrain.logs.verdict import infer_end
+from tests.support.field_logs import summary_of_text as _summary_of_line
 
 
 def _kinds(text: str) -> list[tuple[str, str]]:
     return [(e.kind, e.headline) for e in scan(text)]
 
-
-def _summary_of_line(line: str, tmp_path: Path) -> dict[str, Any]:
-    """The summary of a log that is this one line, as `gputrain logs FILE` reads it."""
-    log = tmp_path / "x.log"
-    log.write_text(line + "\n")
-    return summarize(log, write=False)
 
 
 @pytest.mark.parametrize(("line", "kind", "words"), [

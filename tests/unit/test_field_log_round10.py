@@ -6,20 +6,13 @@ about one log.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gputrain.doctor import prescribe
 from gputrain.logs.fatal import scan
 from gputrain.logs.parse import parse_line
-from gputrain.logs.summarize import summarize
-
-
-def _summary(text: str, tmp_path: Path) -> dict[str, Any]:
-    log = tmp_path / "x.log"
-    log.write_text(text + "\n")
-    return summarize(log, write=False)
+from tests.support.field_logs import summary_of_text as _summary
 
 
 @pytest.mark.parametrize("text", [
