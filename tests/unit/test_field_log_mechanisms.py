@@ -23,7 +23,6 @@ def _kinds(text: str) -> list[tuple[str, str]]:
     return [(e.kind, e.headline) for e in scan(text)]
 
 
-
 @pytest.mark.parametrize(("line", "kind", "words"), [
     ("06/26 18:54:31 [ERROR] trainer - <class 'RuntimeError'> at trainer.py:101 - CUDA error: an illegal memory "
      "access was encountered", "cuda_error", "illegal memory access"),
